@@ -1,0 +1,1 @@
+"""Compliance checking of MLPerf BERT logs and submission trees (``bertperf-check``)."""
