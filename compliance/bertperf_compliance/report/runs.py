@@ -1,0 +1,210 @@
+"""One MLPerf BERT run: what a ``result_*.txt`` log says about time, convergence and speed.
+
+Definitions (they follow the official result summarizer and RCP checker, see
+the logging spec sections 3.5 and 4.2):
+
+* time to train: ``run_stop.time_ms - run_start.time_ms`` in minutes, with the
+  summarizer's pairing (scan in file order, remember the latest ``run_start``
+  and ``run_stop`` seen, stop as soon as both are known);
+* converged: ``run_stop`` has ``status: "success"`` and some ``eval_accuracy``
+  reached the target (the summarizer's compliance check demands the second,
+  the RCP checker the first);
+* samples to converge: ``epoch_num`` of the last ``eval_accuracy`` before
+  ``run_stop`` (what the RCP checker reads), unless that is not a sample count
+  (Baidu's v2.1 logs put ``1`` there), then the ``train_samples`` value;
+* throughput in samples/s: *effective* over the whole timed run, per *eval
+  interval* (consecutive ``eval_accuracy`` events, the first interval starting
+  at ``run_start``), *steady* (median interval rate after the first, which
+  carries the start-up cost) and *train-only* (run time less every
+  ``eval_start``..``eval_stop``), where the log has the events each needs.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import List, Optional
+
+from ..mllog_parse import parse_log
+from . import ReportInputError
+
+TARGET_ACCURACY = 0.720
+
+
+@dataclass(frozen=True)
+class EvalPoint:
+    """One ``eval_accuracy`` event: when, after how many samples, and the accuracy."""
+
+    time_ms: float
+    samples: Optional[float]
+    accuracy: float
+
+
+@dataclass
+class RunResult:
+    """Everything the reporter derives from one result log."""
+
+    path: str
+    seed: Optional[int] = None
+    global_batch_size: Optional[int] = None
+    run_start_ms: Optional[float] = None
+    run_stop_ms: Optional[float] = None
+    status: Optional[str] = None
+    reached_target: bool = False
+    train_samples: Optional[float] = None
+    samples_to_converge: Optional[float] = None
+    samples_source: Optional[str] = None
+    evals: List[EvalPoint] = field(default_factory=list)
+    eval_samples_inferred: bool = False
+    eval_time_ms: Optional[float] = None
+
+    @property
+    def name(self) -> str:
+        return os.path.basename(self.path)
+
+    @property
+    def converged(self) -> bool:
+        return self.time_to_train_min is not None and self.status == "success" and self.reached_target
+
+    @property
+    def time_to_train_min(self) -> Optional[float]:
+        if self.run_start_ms is None or self.run_stop_ms is None:
+            return None
+        return (self.run_stop_ms - self.run_start_ms) / 60000.0
+
+    @property
+    def final_accuracy(self) -> Optional[float]:
+        return self.evals[-1].accuracy if self.evals else None
+
+    @property
+    def trained_samples(self) -> Optional[float]:
+        return self.train_samples if self.train_samples is not None else self.samples_to_converge
+
+    @property
+    def throughput_effective(self) -> Optional[float]:
+        seconds = self._run_seconds()
+        if seconds is None or self.trained_samples is None:
+            return None
+        return self.trained_samples / seconds
+
+    @property
+    def throughput_train_only(self) -> Optional[float]:
+        seconds = self._run_seconds()
+        if seconds is None or self.trained_samples is None or self.eval_time_ms is None:
+            return None
+        train_seconds = seconds - self.eval_time_ms / 1000.0
+        return self.trained_samples / train_seconds if train_seconds > 0 else None
+
+    @property
+    def interval_rates(self) -> List[float]:
+        """Samples/s between consecutive evals; the first interval starts at run_start."""
+        if self.run_start_ms is None or not self.evals or self.evals[0].samples is None:
+            return []
+        rates = []
+        prev_t, prev_s = self.run_start_ms, 0.0
+        for point in self.evals:
+            dt = (point.time_ms - prev_t) / 1000.0
+            if dt > 0 and point.samples is not None:
+                rates.append((point.samples - prev_s) / dt)
+            prev_t, prev_s = point.time_ms, point.samples
+        return rates
+
+    @property
+    def throughput_steady(self) -> Optional[float]:
+        rates = self.interval_rates[1:]
+        if not rates:
+            return None
+        rates = sorted(rates)
+        mid = len(rates) // 2
+        return rates[mid] if len(rates) % 2 else (rates[mid - 1] + rates[mid]) / 2.0
+
+    def _run_seconds(self) -> Optional[float]:
+        if self.time_to_train_min is None or self.time_to_train_min <= 0:
+            return None
+        return self.time_to_train_min * 60.0
+
+
+def _number(value) -> Optional[float]:
+    # bool is an int in Python; a logged true/false is never a count.
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return value
+
+
+def read_run(path: str, target: float = TARGET_ACCURACY) -> RunResult:
+    """Read one result log. Raises ReportInputError for an unreadable or malformed log."""
+    try:
+        parsed = parse_log(os.fspath(path))
+    except OSError as exc:
+        raise ReportInputError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    if parsed.errors:
+        err = parsed.errors[0]
+        more = f" (and {len(parsed.errors) - 1} more malformed lines)" if len(parsed.errors) > 1 else ""
+        raise ReportInputError(f"{path}:{err.line}: malformed MLLOG line: {err.message}{more}")
+    records = parsed.records
+    run = RunResult(path=os.fspath(path))
+
+    stop_index = None
+    for rec in records:
+        if rec.key == "run_start":
+            run.run_start_ms = rec.time_ms
+        elif rec.key == "run_stop":
+            run.run_stop_ms = rec.time_ms
+            run.status = rec.metadata.get("status")
+            stop_index = rec.index
+        if run.run_start_ms is not None and run.run_stop_ms is not None:
+            break
+    if run.run_start_ms is None:
+        raise ReportInputError(f"{path}: no run_start event; not an MLPerf result log")
+
+    eval_open_ms = None
+    eval_time_ms = 0.0
+    saw_eval_interval = False
+    raw_evals = []
+    for rec in records:
+        if stop_index is not None and rec.index > stop_index:
+            break
+        if rec.key == "seed" and run.seed is None:
+            run.seed = _number(rec.value)
+        elif rec.key == "global_batch_size":
+            run.global_batch_size = _number(rec.value)
+        elif rec.key == "train_samples":
+            run.train_samples = _number(rec.value)
+        elif rec.key == "eval_start":
+            eval_open_ms = rec.time_ms
+        elif rec.key == "eval_stop" and eval_open_ms is not None:
+            eval_time_ms += rec.time_ms - eval_open_ms
+            eval_open_ms = None
+            saw_eval_interval = True
+        elif rec.key == "eval_accuracy" and _number(rec.value) is not None:
+            raw_evals.append((rec.time_ms, _number(rec.metadata.get("epoch_num")), float(rec.value)))
+    if saw_eval_interval:
+        run.eval_time_ms = eval_time_ms
+    run.reached_target = any(acc >= target for _, _, acc in raw_evals)
+    run.evals = _eval_points(run, raw_evals)
+    return run
+
+
+def _eval_points(run: RunResult, raw_evals) -> List[EvalPoint]:
+    """Attach a sample count to every eval and set samples_to_converge from the last one."""
+    samples = [s for _, s, _ in raw_evals]
+    logged_counts = (
+        bool(samples)
+        and all(s is not None for s in samples)
+        and all(b > a for a, b in zip(samples, samples[1:]))
+        and samples[-1] >= (run.global_batch_size or 1)
+    )
+    if logged_counts:
+        run.samples_to_converge = samples[-1]
+        run.samples_source = "eval epoch_num"
+    elif run.train_samples is not None:
+        run.samples_to_converge = run.train_samples
+        run.samples_source = "train_samples"
+        # Without per-eval counts, assume evenly spaced evals ending at train_samples,
+        # which is how every MLPerf BERT implementation schedules them.
+        n = len(raw_evals)
+        samples = [run.train_samples * (i + 1) / n for i in range(n)]
+        run.eval_samples_inferred = n > 0
+    else:
+        samples = [None] * len(raw_evals)
+    return [EvalPoint(t, s, acc) for (t, _, acc), s in zip(raw_evals, samples)]

@@ -1,0 +1,207 @@
+"""Result sets (one ``results/<system>/<benchmark>/`` directory each) and their MLPerf score.
+
+A tree given on the command line may be a benchmark directory holding
+``result_*.txt``, a system directory, a ``results/`` directory, a submitter's
+root (``<org>/results/<system>/bert/``) or anything above those; every
+directory below it that holds ``result_*.txt`` files is one result set.
+
+The score is the official result summarizer's (logging spec section 4.2):
+time to train of every converged run in minutes; at most one run may fail
+(otherwise there is no score); sort, drop the fastest, drop the slowest unless
+a failed run already plays the slowest, average the rest; multiply by the
+``scaling_factor`` in ``scaling.json`` beside the logs, which is how the RCP
+normalisation (section 3.5) reaches the score.  Samples to converge is the
+olympic mean the summarizer reports beside the score: failed runs count as
+infinitely slow and are trimmed first.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import math
+import os
+import re
+from dataclasses import dataclass, field
+from typing import List, Optional, Sequence
+
+from . import ReportInputError
+from .runs import TARGET_ACCURACY, RunResult, read_run
+
+# The summarizer tolerates one failed run among BERT's ten (four for unet3d, not ours).
+MAX_DROPPED_RUNS = 1
+
+
+def olympic_mean(values: Sequence[float], dropped: int = 0) -> Optional[float]:
+    """The summarizer's olympic average of converged values, given how many runs failed.
+
+    Returns None when more than MAX_DROPPED_RUNS failed or nothing is left to average.
+    """
+    if dropped > MAX_DROPPED_RUNS:
+        return None
+    ordered = sorted(values)
+    kept = ordered[MAX_DROPPED_RUNS:len(ordered) - (MAX_DROPPED_RUNS - dropped)]
+    return sum(kept) / len(kept) if kept else None
+
+
+def _run_order(path: str):
+    match = re.search(r"result_(\d+)\.txt$", path)
+    return (int(match.group(1)) if match else math.inf, path)
+
+
+@dataclass
+class ResultSet:
+    """One system's runs of one benchmark, as found in one tree."""
+
+    bench_dir: str
+    benchmark: str
+    system: str
+    org: Optional[str]
+    source: str
+    runs: List[RunResult] = field(default_factory=list)
+    division: Optional[str] = None
+    accelerators: Optional[int] = None
+    scaling_factor: float = 1.0
+    label: str = ""
+
+    @property
+    def identity(self) -> str:
+        """Same identity in two trees means the same system: a regression can be flagged."""
+        return f"{self.org}/{self.system}" if self.org else self.system
+
+    @property
+    def converged_runs(self) -> List[RunResult]:
+        return [r for r in self.runs if r.converged]
+
+    @property
+    def dropped(self) -> int:
+        return len(self.runs) - len(self.converged_runs)
+
+    @property
+    def times_min(self) -> List[float]:
+        return [r.time_to_train_min for r in self.converged_runs]
+
+    @property
+    def olympic_min(self) -> Optional[float]:
+        return olympic_mean(self.times_min, self.dropped)
+
+    @property
+    def score_min(self) -> Optional[float]:
+        olympic = self.olympic_min
+        return None if olympic is None else olympic * self.scaling_factor
+
+    @property
+    def samples_to_converge(self) -> Optional[float]:
+        # The RCP reader's view: only run_stop's status decides; the others count as infinite.
+        values = [r.samples_to_converge if r.status == "success" and r.samples_to_converge is not None
+                  else math.inf for r in self.runs]
+        failed = sum(1 for v in values if v == math.inf)
+        return olympic_mean([v for v in values if v != math.inf], failed)
+
+    @property
+    def global_batch_size(self) -> Optional[int]:
+        sizes = {r.global_batch_size for r in self.runs if r.global_batch_size is not None}
+        return sizes.pop() if len(sizes) == 1 else None
+
+    def mean_of(self, attribute: str) -> Optional[float]:
+        """Mean of a per-run throughput over the converged runs that have it."""
+        values = [getattr(r, attribute) for r in self.converged_runs]
+        values = [v for v in values if v is not None]
+        return sum(values) / len(values) if values else None
+
+    def per_accelerator(self, value: Optional[float]) -> Optional[float]:
+        if value is None or not self.accelerators:
+            return None
+        return value / self.accelerators
+
+    @property
+    def score_note(self) -> str:
+        if not self.runs:
+            return "no runs"
+        if self.dropped > MAX_DROPPED_RUNS:
+            return f"no score: {self.dropped} of {len(self.runs)} runs did not converge (at most 1 may)"
+        return ""
+
+
+def _read_system_json(path: str) -> Optional[dict]:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = json.load(handle)
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _accelerator_count(desc: dict) -> Optional[int]:
+    # The summarizer's accelerators_count: per node times nodes.
+    try:
+        return int(desc["accelerators_per_node"]) * int(desc["number_of_nodes"])
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def _read_scaling(bench_dir: str) -> float:
+    path = os.path.join(bench_dir, "scaling.json")
+    if not os.path.isfile(path):
+        return 1.0
+    data = _read_system_json(path)
+    factor = data.get("scaling_factor") if data else None
+    if isinstance(factor, bool) or not isinstance(factor, (int, float)):
+        raise ReportInputError(f"{path}: expected a JSON object with a numeric scaling_factor")
+    return float(factor)
+
+
+def _make_set(bench_dir: str, source: str, target: float) -> ResultSet:
+    bench_dir = os.path.normpath(bench_dir)
+    system_dir = os.path.dirname(bench_dir)
+    results_dir = os.path.dirname(system_dir)
+    org_dir = os.path.dirname(results_dir) if os.path.basename(results_dir) == "results" else None
+    result_set = ResultSet(
+        bench_dir=bench_dir,
+        benchmark=os.path.basename(bench_dir),
+        system=os.path.basename(system_dir) or bench_dir,
+        org=os.path.basename(org_dir) if org_dir else None,
+        source=source,
+        scaling_factor=_read_scaling(bench_dir),
+    )
+    if org_dir:
+        desc = _read_system_json(os.path.join(org_dir, "systems", result_set.system + ".json"))
+        if desc:
+            result_set.division = desc.get("division")
+            result_set.accelerators = _accelerator_count(desc)
+    files = sorted(glob.glob(os.path.join(glob.escape(bench_dir), "result_*.txt")), key=_run_order)
+    result_set.runs = [read_run(f, target) for f in files]
+    return result_set
+
+
+def find_result_sets(trees: Sequence[str], target: float = TARGET_ACCURACY) -> List[ResultSet]:
+    """Every result set below the given trees, in argument order, with unique labels."""
+    sets: List[ResultSet] = []
+    for tree in trees:
+        if not os.path.exists(tree):
+            raise ReportInputError(f"{tree}: no such file or directory")
+        if not os.path.isdir(tree):
+            raise ReportInputError(f"{tree}: not a directory; give a result tree "
+                                   "(results/<system>/bert/ or a submission root)")
+        found = []
+        for dirpath, dirnames, filenames in os.walk(tree):
+            dirnames.sort()
+            if any(re.fullmatch(r"result_.*\.txt", f) for f in filenames):
+                found.append(_make_set(dirpath, tree, target))
+        if not found:
+            raise ReportInputError(f"{tree}: no result_*.txt logs below it "
+                                   "(expected <org>/results/<system>/bert/result_*.txt)")
+        sets.extend(found)
+    _assign_labels(sets)
+    return sets
+
+
+def _assign_labels(sets: List[ResultSet]) -> None:
+    # The same system in two trees (e.g. a rerun) is told apart by its position.
+    counts = {}
+    for s in sets:
+        counts[s.identity] = counts.get(s.identity, 0) + 1
+    seen = {}
+    for s in sets:
+        seen[s.identity] = seen.get(s.identity, 0) + 1
+        s.label = s.identity if counts[s.identity] == 1 else f"{s.identity} #{seen[s.identity]}"
