@@ -1,0 +1,623 @@
+// The HDF5 wrapper (hdf5.h) over the HDF5 C API.
+#include "core/hdf5.h"
+
+// Angle brackets: the library header, not core/hdf5.h.
+#include <hdf5.h>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <mutex>
+#include <type_traits>
+
+#include "core/errors.h"
+
+static_assert(std::is_same_v<hid_t, int64_t>, "hdf5.h stores hid_t as int64_t (HDF5 >= 1.10)");
+
+namespace bertperf::h5 {
+
+namespace {
+
+std::recursive_mutex& library_mutex() {
+  static std::recursive_mutex m;
+  return m;
+}
+
+// Takes the library lock and, the first time, silences HDF5's automatic error-stack printing:
+// every failure is reported by us, once, as one line.
+class Lock {
+ public:
+  Lock() : guard_(library_mutex()) {
+    static const bool silenced = [] {
+      H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+      return true;
+    }();
+    (void)silenced;
+  }
+
+ private:
+  std::lock_guard<std::recursive_mutex> guard_;
+};
+
+// The innermost message on HDF5's error stack (the most specific one, e.g. "bad object header
+// version number"), then clears the stack. Empty when there is none.
+std::string take_hdf5_error() {
+  std::string innermost;
+  H5Ewalk2(
+      H5E_DEFAULT, H5E_WALK_UPWARD,
+      [](unsigned n, const H5E_error2_t* err, void* data) -> herr_t {
+        auto* out = static_cast<std::string*>(data);
+        if (n == 0 && err->desc) *out = err->desc;
+        return 0;
+      },
+      &innermost);
+  H5Eclear2(H5E_DEFAULT);
+  return innermost.empty() ? "" : " (HDF5: " + innermost + ")";
+}
+
+// Owns one hid_t and closes it with the matching H5?close.
+class Id {
+ public:
+  Id(hid_t id, herr_t (*close)(hid_t)) : id_(id), close_(close) {}
+  Id(Id&& other) noexcept : id_(other.id_), close_(other.close_) { other.id_ = -1; }
+  Id(const Id&) = delete;
+  Id& operator=(const Id&) = delete;
+  ~Id() {
+    if (id_ >= 0) close_(id_);
+  }
+  hid_t get() const { return id_; }
+  bool ok() const { return id_ >= 0; }
+
+ private:
+  hid_t id_;
+  herr_t (*close_)(hid_t);
+};
+
+std::string normalize(const std::string& key) {
+  size_t start = 0;
+  while (start < key.size() && key[start] == '/') ++start;
+  return key.substr(start);
+}
+
+DType classify(hid_t type) {
+  const size_t size = H5Tget_size(type);
+  switch (H5Tget_class(type)) {
+    case H5T_INTEGER: {
+      const bool is_signed = H5Tget_sign(type) == H5T_SGN_2;
+      switch (size) {
+        case 1: return is_signed ? DType::i8 : DType::u8;
+        case 2: return is_signed ? DType::i16 : DType::u16;
+        case 4: return is_signed ? DType::i32 : DType::u32;
+        case 8: return is_signed ? DType::i64 : DType::u64;
+        default: return DType::other;
+      }
+    }
+    case H5T_FLOAT:
+      return size == 4 ? DType::f32 : size == 8 ? DType::f64 : DType::other;
+    case H5T_STRING:
+      return DType::string;
+    default:
+      return DType::other;
+  }
+}
+
+bool is_float(DType t) { return t == DType::f32 || t == DType::f64; }
+bool is_signed_int(DType t) { return t == DType::i8 || t == DType::i16 || t == DType::i32 || t == DType::i64; }
+bool is_unsigned_int(DType t) { return t == DType::u8 || t == DType::u16 || t == DType::u32 || t == DType::u64; }
+size_t byte_size(DType t) {
+  switch (t) {
+    case DType::i8: case DType::u8: return 1;
+    case DType::i16: case DType::u16: return 2;
+    case DType::f32: case DType::i32: case DType::u32: return 4;
+    case DType::f64: case DType::i64: case DType::u64: return 8;
+    default: return 0;
+  }
+}
+
+// Whether every value of `stored` is exactly representable in `wanted`.
+bool lossless(DType stored, DType wanted) {
+  if (is_float(stored)) return is_float(wanted) && byte_size(stored) <= byte_size(wanted);
+  if (is_signed_int(stored)) return is_signed_int(wanted) && byte_size(stored) <= byte_size(wanted);
+  if (is_unsigned_int(stored))
+    return (is_unsigned_int(wanted) && byte_size(stored) <= byte_size(wanted)) ||
+           (is_signed_int(wanted) && byte_size(stored) < byte_size(wanted));
+  return false;
+}
+
+template <typename T>
+hid_t native_type() {
+  if constexpr (std::is_same_v<T, float>) return H5T_NATIVE_FLOAT;
+  else if constexpr (std::is_same_v<T, double>) return H5T_NATIVE_DOUBLE;
+  else if constexpr (std::is_same_v<T, int8_t>) return H5T_NATIVE_INT8;
+  else if constexpr (std::is_same_v<T, uint8_t>) return H5T_NATIVE_UINT8;
+  else if constexpr (std::is_same_v<T, int16_t>) return H5T_NATIVE_INT16;
+  else if constexpr (std::is_same_v<T, int32_t>) return H5T_NATIVE_INT32;
+  else return H5T_NATIVE_INT64;
+}
+
+// The little-endian type written to files, so a file reads the same on any machine.
+template <typename T>
+hid_t file_type() {
+  if constexpr (std::is_same_v<T, float>) return H5T_IEEE_F32LE;
+  else if constexpr (std::is_same_v<T, double>) return H5T_IEEE_F64LE;
+  else if constexpr (std::is_same_v<T, int8_t>) return H5T_STD_I8LE;
+  else if constexpr (std::is_same_v<T, uint8_t>) return H5T_STD_U8LE;
+  else if constexpr (std::is_same_v<T, int16_t>) return H5T_STD_I16LE;
+  else if constexpr (std::is_same_v<T, int32_t>) return H5T_STD_I32LE;
+  else return H5T_STD_I64LE;
+}
+
+std::string shape_string(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i) s += ',';
+    s += std::to_string(shape[i]);
+  }
+  return s + "]";
+}
+
+// Releases the memory HDF5 allocated for variable-length data read into `buf`.
+void reclaim_vlen(hid_t mem_type, hid_t mem_space, void* buf) {
+#if H5_VERSION_GE(1, 12, 0)
+  H5Treclaim(mem_type, mem_space, H5P_DEFAULT, buf);
+#else
+  H5Dvlen_reclaim(mem_type, mem_space, H5P_DEFAULT, buf);
+#endif
+}
+
+}  // namespace
+
+const char* dtype_name(DType t) {
+  switch (t) {
+    case DType::f32: return "float32";
+    case DType::f64: return "float64";
+    case DType::i8: return "int8";
+    case DType::u8: return "uint8";
+    case DType::i16: return "int16";
+    case DType::u16: return "uint16";
+    case DType::i32: return "int32";
+    case DType::u32: return "uint32";
+    case DType::i64: return "int64";
+    case DType::u64: return "uint64";
+    case DType::string: return "string";
+    default: return "an unsupported type";
+  }
+}
+
+int64_t DatasetInfo::numel() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+// ---- open, create, commit -----------------------------------------------------------------------
+
+File File::open(const std::string& path) {
+  Lock lock;
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) throw_input(path, "no such file");
+  if (std::filesystem::is_directory(path, ec)) throw_input(path, "is a directory, not an HDF5 file");
+  const htri_t is_hdf5 = H5Fis_hdf5(path.c_str());
+  if (is_hdf5 < 0) throw_input(path, "cannot be read" + take_hdf5_error());
+  if (is_hdf5 == 0) throw_input(path, "not an HDF5 file");
+  File f;
+  f.path_ = path;
+  f.id_ = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  if (f.id_ < 0) throw_input(path, "cannot open as HDF5, the file is damaged" + take_hdf5_error());
+  return f;
+}
+
+File File::create(const std::string& path) {
+  Lock lock;
+  File f;
+  f.path_ = path;
+  f.temp_path_ = cat(path, ".tmp-", getpid());
+  f.id_ = H5Fcreate(f.temp_path_.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  if (f.id_ < 0) {
+    take_hdf5_error();
+    throw_input(path, "cannot create the file (is the directory there and writable?)");
+  }
+  return f;
+}
+
+File::File(File&& other) noexcept
+    : id_(other.id_), path_(std::move(other.path_)), temp_path_(std::move(other.temp_path_)) {
+  other.id_ = -1;
+  other.temp_path_.clear();
+}
+
+File& File::operator=(File&& other) noexcept {
+  if (this != &other) {
+    close();
+    id_ = other.id_;
+    path_ = std::move(other.path_);
+    temp_path_ = std::move(other.temp_path_);
+    other.id_ = -1;
+    other.temp_path_.clear();
+  }
+  return *this;
+}
+
+File::~File() { close(); }
+
+void File::close() noexcept {
+  Lock lock;
+  if (id_ >= 0) H5Fclose(id_);
+  id_ = -1;
+  if (!temp_path_.empty()) {
+    std::error_code ec;
+    std::filesystem::remove(temp_path_, ec);
+    temp_path_.clear();
+  }
+}
+
+void File::commit() {
+  Lock lock;
+  BERT_CHECK(!temp_path_.empty() && id_ >= 0, "commit() on a file not opened by create(): ", path_);
+  const herr_t closed = H5Fclose(id_);
+  id_ = -1;
+  if (closed < 0) {
+    const std::string detail = take_hdf5_error();
+    close();
+    throw_input(path_, "writing failed" + detail);
+  }
+  std::error_code ec;
+  std::filesystem::rename(temp_path_, path_, ec);
+  if (ec) {
+    close();
+    throw_input(path_, "cannot move the finished file into place: " + ec.message());
+  }
+  temp_path_.clear();
+}
+
+void File::fail(const std::string& key, const std::string& what) const {
+  throw_input(path_, key.empty() ? what : cat("'", key, "': ", what));
+}
+
+// ---- lookup and metadata ------------------------------------------------------------------------
+
+bool File::has(const std::string& key) const {
+  Lock lock;
+  const std::string k = normalize(key);
+  if (k.empty()) return true;
+  // H5Lexists fails (rather than answering false) when an intermediate group is missing, so walk
+  // the path one component at a time.
+  size_t pos = 0;
+  while (true) {
+    const size_t slash = k.find('/', pos);
+    const std::string prefix = k.substr(0, slash);
+    if (H5Lexists(id_, prefix.c_str(), H5P_DEFAULT) <= 0) {
+      H5Eclear2(H5E_DEFAULT);
+      return false;
+    }
+    if (slash == std::string::npos) return true;
+    pos = slash + 1;
+  }
+}
+
+std::vector<std::string> File::datasets() const {
+  Lock lock;
+  std::vector<std::string> names;
+  auto visit = [](hid_t group, const char* name, const H5L_info_t* info, void* data) -> herr_t {
+    if (info->type != H5L_TYPE_HARD) return 0;
+    const hid_t obj = H5Oopen(group, name, H5P_DEFAULT);
+    if (obj < 0) return -1;
+    if (H5Iget_type(obj) == H5I_DATASET) static_cast<std::vector<std::string>*>(data)->push_back(name);
+    H5Oclose(obj);
+    return 0;
+  };
+  if (H5Lvisit(id_, H5_INDEX_NAME, H5_ITER_INC, visit, &names) < 0)
+    fail("", "cannot list the datasets, the file is damaged" + take_hdf5_error());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+int64_t File::open_dataset(const std::string& key) const {
+  const std::string k = normalize(key);
+  if (!has(k)) fail(k, "no such dataset");
+  const hid_t ds = H5Dopen2(id_, k.c_str(), H5P_DEFAULT);
+  if (ds < 0) fail(k, "is not a readable dataset" + take_hdf5_error());
+  return ds;
+}
+
+int64_t File::open_object(const std::string& key) const {
+  const std::string k = normalize(key);
+  if (!has(k)) fail(k, "no such object");
+  const hid_t obj = H5Oopen(id_, k.empty() ? "/" : k.c_str(), H5P_DEFAULT);
+  if (obj < 0) fail(k, "cannot be opened" + take_hdf5_error());
+  return obj;
+}
+
+namespace {
+
+DatasetInfo describe(hid_t ds) {
+  DatasetInfo info;
+  Id space(H5Dget_space(ds), H5Sclose);
+  Id type(H5Dget_type(ds), H5Tclose);
+  if (!space.ok() || !type.ok()) return info;
+  const int rank = H5Sget_simple_extent_ndims(space.get());
+  if (rank > 0) {
+    std::vector<hsize_t> dims(rank);
+    H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
+    info.shape.assign(dims.begin(), dims.end());
+  }
+  if (H5Tget_class(type.get()) == H5T_VLEN) {
+    Id super(H5Tget_super(type.get()), H5Tclose);
+    info.vlen = true;
+    info.dtype = super.ok() ? classify(super.get()) : DType::other;
+  } else {
+    info.dtype = classify(type.get());
+  }
+  return info;
+}
+
+}  // namespace
+
+DatasetInfo File::info(const std::string& key) const {
+  Lock lock;
+  Id ds(open_dataset(key), H5Dclose);
+  return describe(ds.get());
+}
+
+// ---- fixed-size reads ---------------------------------------------------------------------------
+
+template <typename T>
+void File::read_into(const std::string& key, T* dst, size_t count) const {
+  Lock lock;
+  const std::string k = normalize(key);
+  Id ds(open_dataset(k), H5Dclose);
+  const DatasetInfo info = describe(ds.get());
+  if (info.vlen) fail(k, "is a variable-length dataset, expected fixed-size");
+  if (!lossless(info.dtype, dtype_of<T>()))
+    fail(k, cat("holds ", dtype_name(info.dtype), ", which cannot be read as ", dtype_name(dtype_of<T>()),
+                " without loss"));
+  if (info.numel() != static_cast<int64_t>(count))
+    fail(k, cat("has shape ", shape_string(info.shape), " (", info.numel(), " elements), expected ", count,
+                " elements"));
+  if (count == 0) return;
+  if (H5Dread(ds.get(), native_type<T>(), H5S_ALL, H5S_ALL, H5P_DEFAULT, dst) < 0)
+    fail(k, "cannot be read, the file is damaged" + take_hdf5_error());
+}
+
+template <typename T>
+std::vector<T> File::read(const std::string& key) const {
+  Lock lock;
+  const DatasetInfo i = info(key);
+  std::vector<T> out(static_cast<size_t>(i.numel()));
+  read_into(key, out.data(), out.size());
+  return out;
+}
+
+template <typename T>
+void File::read_rows(const std::string& key, int64_t first, int64_t count, T* dst) const {
+  Lock lock;
+  const std::string k = normalize(key);
+  Id ds(open_dataset(k), H5Dclose);
+  const DatasetInfo info = describe(ds.get());
+  if (info.vlen) fail(k, "is a variable-length dataset, expected fixed-size");
+  if (info.shape.empty()) fail(k, "is a scalar, it has no rows");
+  if (!lossless(info.dtype, dtype_of<T>()))
+    fail(k, cat("holds ", dtype_name(info.dtype), ", which cannot be read as ", dtype_name(dtype_of<T>()),
+                " without loss"));
+  if (first < 0 || count < 0 || first + count > info.shape[0])
+    fail(k, cat("rows [", first, ", ", first + count, ") are out of range, it has ", info.shape[0], " rows"));
+  if (count == 0) return;
+  std::vector<hsize_t> start(info.shape.size(), 0), extent(info.shape.begin(), info.shape.end());
+  start[0] = static_cast<hsize_t>(first);
+  extent[0] = static_cast<hsize_t>(count);
+  Id file_space(H5Dget_space(ds.get()), H5Sclose);
+  Id mem_space(H5Screate_simple(static_cast<int>(extent.size()), extent.data(), nullptr), H5Sclose);
+  if (!file_space.ok() || !mem_space.ok() ||
+      H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, start.data(), nullptr, extent.data(), nullptr) < 0 ||
+      H5Dread(ds.get(), native_type<T>(), mem_space.get(), file_space.get(), H5P_DEFAULT, dst) < 0)
+    fail(k, "cannot be read, the file is damaged" + take_hdf5_error());
+}
+
+// ---- variable-length reads ----------------------------------------------------------------------
+
+template <typename T>
+Vlen<T> File::read_vlen(const std::string& key) const {
+  Lock lock;
+  const DatasetInfo i = info(key);
+  if (!i.vlen) fail(normalize(key), "is a fixed-size dataset, expected variable-length");
+  return read_vlen<T>(key, 0, i.shape.empty() ? 0 : i.shape[0]);
+}
+
+template <typename T>
+Vlen<T> File::read_vlen(const std::string& key, int64_t first, int64_t count) const {
+  Lock lock;
+  const std::string k = normalize(key);
+  Id ds(open_dataset(k), H5Dclose);
+  const DatasetInfo info = describe(ds.get());
+  if (!info.vlen) fail(k, "is a fixed-size dataset, expected variable-length");
+  if (info.shape.size() != 1) fail(k, cat("has shape ", shape_string(info.shape), ", expected one dimension"));
+  if (!lossless(info.dtype, dtype_of<T>()))
+    fail(k, cat("holds vlen ", dtype_name(info.dtype), ", which cannot be read as ", dtype_name(dtype_of<T>()),
+                " without loss"));
+  if (first < 0 || count < 0 || first + count > info.shape[0])
+    fail(k, cat("rows [", first, ", ", first + count, ") are out of range, it has ", info.shape[0], " rows"));
+  Vlen<T> out;
+  if (count == 0) return out;
+  const hsize_t start = static_cast<hsize_t>(first), n = static_cast<hsize_t>(count);
+  Id file_space(H5Dget_space(ds.get()), H5Sclose);
+  Id mem_space(H5Screate_simple(1, &n, nullptr), H5Sclose);
+  Id mem_type(H5Tvlen_create(native_type<T>()), H5Tclose);
+  std::vector<hvl_t> rows(n);
+  if (!file_space.ok() || !mem_space.ok() || !mem_type.ok() ||
+      H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, &start, nullptr, &n, nullptr) < 0 ||
+      H5Dread(ds.get(), mem_type.get(), mem_space.get(), file_space.get(), H5P_DEFAULT, rows.data()) < 0)
+    fail(k, "cannot be read, the file is damaged" + take_hdf5_error());
+  // HDF5 allocated each row; give it back even if copying runs out of memory.
+  struct Reclaim {
+    hid_t type, space;
+    void* buf;
+    ~Reclaim() { reclaim_vlen(type, space, buf); }
+  } reclaim{mem_type.get(), mem_space.get(), rows.data()};
+  size_t total = 0;
+  for (const hvl_t& r : rows) total += r.len;
+  out.values.reserve(total);
+  out.offsets.reserve(n + 1);
+  for (const hvl_t& r : rows) out.append(static_cast<const T*>(r.p), r.len);
+  return out;
+}
+
+// ---- writes -------------------------------------------------------------------------------------
+
+namespace {
+
+// Link-creation properties that create missing intermediate groups.
+Id intermediate_groups() {
+  Id lcpl(H5Pcreate(H5P_LINK_CREATE), H5Pclose);
+  H5Pset_create_intermediate_group(lcpl.get(), 1);
+  return lcpl;
+}
+
+}  // namespace
+
+template <typename T>
+void File::write(const std::string& key, const T* data, const std::vector<int64_t>& shape) {
+  Lock lock;
+  const std::string k = normalize(key);
+  BERT_CHECK(!temp_path_.empty(), "write to a file not opened by create(): ", path_);
+  std::vector<hsize_t> dims(shape.begin(), shape.end());
+  Id space(dims.empty() ? H5Screate(H5S_SCALAR) : H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr),
+           H5Sclose);
+  Id lcpl = intermediate_groups();
+  Id ds(H5Dcreate2(id_, k.c_str(), file_type<T>(), space.get(), lcpl.get(), H5P_DEFAULT, H5P_DEFAULT), H5Dclose);
+  if (!space.ok() || !ds.ok()) fail(k, "cannot create the dataset" + take_hdf5_error());
+  int64_t numel = 1;
+  for (int64_t d : shape) numel *= d;
+  if (numel > 0 && H5Dwrite(ds.get(), native_type<T>(), H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0)
+    fail(k, "cannot be written (disk full?)" + take_hdf5_error());
+}
+
+template <typename T>
+void File::write_vlen(const std::string& key, const Vlen<T>& rows) {
+  Lock lock;
+  const std::string k = normalize(key);
+  BERT_CHECK(!temp_path_.empty(), "write to a file not opened by create(): ", path_);
+  const hsize_t n = rows.rows();
+  std::vector<hvl_t> buf(n);
+  for (size_t i = 0; i < n; ++i) buf[i] = {rows.row_size(i), const_cast<T*>(rows.row(i))};
+  Id space(H5Screate_simple(1, &n, nullptr), H5Sclose);
+  Id stored(H5Tvlen_create(file_type<T>()), H5Tclose);
+  Id mem(H5Tvlen_create(native_type<T>()), H5Tclose);
+  Id lcpl = intermediate_groups();
+  Id ds(H5Dcreate2(id_, k.c_str(), stored.get(), space.get(), lcpl.get(), H5P_DEFAULT, H5P_DEFAULT), H5Dclose);
+  if (!ds.ok()) fail(k, "cannot create the dataset" + take_hdf5_error());
+  if (n > 0 && H5Dwrite(ds.get(), mem.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, buf.data()) < 0)
+    fail(k, "cannot be written (disk full?)" + take_hdf5_error());
+}
+
+// ---- attributes ---------------------------------------------------------------------------------
+
+bool File::has_attr(const std::string& key, const std::string& name) const {
+  Lock lock;
+  Id obj(open_object(key), H5Oclose);
+  const htri_t exists = H5Aexists(obj.get(), name.c_str());
+  if (exists < 0) fail(normalize(key), cat("attribute '", name, "' cannot be read", take_hdf5_error()));
+  return exists > 0;
+}
+
+namespace {
+
+// Creates (replacing any old one) a scalar attribute of `type` on `obj`.
+hid_t create_scalar_attr(hid_t obj, const std::string& name, hid_t type) {
+  if (H5Aexists(obj, name.c_str()) > 0) H5Adelete(obj, name.c_str());
+  Id space(H5Screate(H5S_SCALAR), H5Sclose);
+  return H5Acreate2(obj, name.c_str(), type, space.get(), H5P_DEFAULT, H5P_DEFAULT);
+}
+
+}  // namespace
+
+void File::set_attr(const std::string& key, const std::string& name, const std::string& value) {
+  Lock lock;
+  Id obj(open_object(key), H5Oclose);
+  Id type(H5Tcopy(H5T_C_S1), H5Tclose);
+  H5Tset_size(type.get(), H5T_VARIABLE);
+  H5Tset_cset(type.get(), H5T_CSET_UTF8);
+  Id attr(create_scalar_attr(obj.get(), name, type.get()), H5Aclose);
+  const char* text = value.c_str();
+  if (!attr.ok() || H5Awrite(attr.get(), type.get(), &text) < 0)
+    fail(normalize(key), cat("cannot write attribute '", name, "'", take_hdf5_error()));
+}
+
+void File::set_attr(const std::string& key, const std::string& name, int64_t value) {
+  Lock lock;
+  Id obj(open_object(key), H5Oclose);
+  Id attr(create_scalar_attr(obj.get(), name, H5T_STD_I64LE), H5Aclose);
+  if (!attr.ok() || H5Awrite(attr.get(), H5T_NATIVE_INT64, &value) < 0)
+    fail(normalize(key), cat("cannot write attribute '", name, "'", take_hdf5_error()));
+}
+
+std::string File::attr_string(const std::string& key, const std::string& name) const {
+  Lock lock;
+  const std::string k = normalize(key);
+  if (!has_attr(k, name)) fail(k, cat("has no attribute '", name, "'"));
+  Id obj(open_object(k), H5Oclose);
+  Id attr(H5Aopen(obj.get(), name.c_str(), H5P_DEFAULT), H5Aclose);
+  Id type(H5Aget_type(attr.get()), H5Tclose);
+  Id space(H5Aget_space(attr.get()), H5Sclose);
+  if (!attr.ok() || !type.ok() || !space.ok()) fail(k, cat("attribute '", name, "' cannot be read", take_hdf5_error()));
+  if (H5Tget_class(type.get()) != H5T_STRING || H5Sget_simple_extent_npoints(space.get()) != 1)
+    fail(k, cat("attribute '", name, "' is not a single string"));
+  Id mem(H5Tcopy(H5T_C_S1), H5Tclose);
+  H5Tset_cset(mem.get(), H5Tget_cset(type.get()));
+  if (H5Tis_variable_str(type.get()) > 0) {
+    H5Tset_size(mem.get(), H5T_VARIABLE);
+    char* text = nullptr;
+    if (H5Aread(attr.get(), mem.get(), &text) < 0)
+      fail(k, cat("attribute '", name, "' cannot be read", take_hdf5_error()));
+    std::string out = text ? text : "";
+    H5free_memory(text);
+    return out;
+  }
+  const size_t size = H5Tget_size(type.get());
+  H5Tset_size(mem.get(), size);
+  H5Tset_strpad(mem.get(), H5T_STR_NULLPAD);
+  std::string out(size, '\0');
+  if (H5Aread(attr.get(), mem.get(), out.data()) < 0)
+    fail(k, cat("attribute '", name, "' cannot be read", take_hdf5_error()));
+  out.resize(std::min(out.find('\0'), out.size()));
+  return out;
+}
+
+int64_t File::attr_int(const std::string& key, const std::string& name) const {
+  Lock lock;
+  const std::string k = normalize(key);
+  if (!has_attr(k, name)) fail(k, cat("has no attribute '", name, "'"));
+  Id obj(open_object(k), H5Oclose);
+  Id attr(H5Aopen(obj.get(), name.c_str(), H5P_DEFAULT), H5Aclose);
+  Id type(H5Aget_type(attr.get()), H5Tclose);
+  Id space(H5Aget_space(attr.get()), H5Sclose);
+  if (!attr.ok() || !type.ok() || !space.ok()) fail(k, cat("attribute '", name, "' cannot be read", take_hdf5_error()));
+  if (H5Tget_class(type.get()) != H5T_INTEGER || H5Sget_simple_extent_npoints(space.get()) != 1 ||
+      classify(type.get()) == DType::u64)
+    fail(k, cat("attribute '", name, "' is not a single integer"));
+  int64_t value = 0;
+  if (H5Aread(attr.get(), H5T_NATIVE_INT64, &value) < 0)
+    fail(k, cat("attribute '", name, "' cannot be read", take_hdf5_error()));
+  return value;
+}
+
+// ---- the element types we support --------------------------------------------------------------
+
+#define BERTPERF_H5_INSTANTIATE(T)                                                                  \
+  template void File::read_into<T>(const std::string&, T*, size_t) const;                          \
+  template std::vector<T> File::read<T>(const std::string&) const;                                 \
+  template void File::read_rows<T>(const std::string&, int64_t, int64_t, T*) const;                \
+  template Vlen<T> File::read_vlen<T>(const std::string&) const;                                   \
+  template Vlen<T> File::read_vlen<T>(const std::string&, int64_t, int64_t) const;                 \
+  template void File::write<T>(const std::string&, const T*, const std::vector<int64_t>&);         \
+  template void File::write_vlen<T>(const std::string&, const Vlen<T>&);
+BERTPERF_H5_INSTANTIATE(float)
+BERTPERF_H5_INSTANTIATE(double)
+BERTPERF_H5_INSTANTIATE(int8_t)
+BERTPERF_H5_INSTANTIATE(uint8_t)
+BERTPERF_H5_INSTANTIATE(int16_t)
+BERTPERF_H5_INSTANTIATE(int32_t)
+BERTPERF_H5_INSTANTIATE(int64_t)
+#undef BERTPERF_H5_INSTANTIATE
+
+}  // namespace bertperf::h5
