@@ -2,6 +2,22 @@
 // Everything a timed run needs besides the seed: model, data, batch, LAMB, schedule, eval cadence,
 // target, limits, ranks and threads. Loaded strictly (core/json_fields.h): every bad field gets one
 // line naming the file and the field.
+//
+// The benchmark-wide rules (target accuracy, eval set size, eval cadence formula, number of runs)
+// live once per benchmark in benchmark.json beside the configs; a config names its benchmark and
+// may override the eval interval and the sample limit. File layout (all keys required unless
+// marked optional):
+//   { "notes": str (optional), "benchmark": str, "system": str,
+//     "bert_config": {bert_config.json fields} | "path/to/bert_config.json",
+//     "init_checkpoint": str (optional, "" = random init),
+//     "data": { "train_files": [path or glob, ...], "eval_file": path, "seq_len": int,
+//               "max_predictions": int, "packed": bool },
+//     "batch": { "local_batch_size": int, "grad_accum_steps": int, "ranks": int, "threads": int },
+//     "lamb": { "learning_rate", "beta1", "beta2", "epsilon", "weight_decay", "max_grad_norm",
+//               "train_steps", "warmup_steps", "start_warmup_step", "poly_power" },
+//     "eval": { "batch_size": int, "interval_samples": int (optional) },
+//     "max_samples": int (optional) }
+// Paths are relative to the config's directory; "${VAR}" in a path is taken from the environment.
 #pragma once
 
 #include <cstdint>
@@ -44,16 +60,37 @@ struct TrainConfig {
   int ranks = 1;
   int threads = 0;  // CPU threads per rank; 0 = all
   LambHyperparams lamb;
-  // Eval and stopping.
-  int64_t eval_interval_samples = 0;  // 0 = the MLPerf formula from the global batch size
+  // Eval and stopping. After loading, eval_interval_samples and max_samples are always resolved
+  // (> 0): from the config, else the benchmark's cadence formula / the end of the LR schedule.
+  int64_t eval_interval_samples = 0;
   int64_t eval_samples = 10000;
   int eval_batch_size = 16;
   double target_accuracy = 0.720;
-  int64_t max_samples = 0;  // abort when reached (0 = derived from train_steps)
+  int64_t max_samples = 0;  // abort when reached
+  // From benchmark.json.
+  std::string submission_benchmark = "bert";  // the MLPerf keyword logged and used as result folder
+  int runs = 10;                              // runs per result set
 
   int64_t global_batch_size() const { return int64_t(local_batch_size) * grad_accum_steps * ranks; }
 };
 
-TrainConfig load_train_config(const std::string& path);
+// Reads and validates a config and its benchmark.json. With `check_data` the train file patterns
+// are expanded and every data file must exist; without it (validating configs for machines that
+// hold the data) the patterns are kept as written.
+TrainConfig load_train_config(const std::string& path, bool check_data = true);
+
+// The MLPerf BERT rule: FLOOR(scale * (per_global_batch_sample * GBS + offset), round_down_to);
+// the closed-division numbers are 0.05, 230.23, 3,000,000 and 25,000.
+struct EvalCadence {
+  double scale = 0.05;
+  double per_global_batch_sample = 230.23;
+  double offset = 3000000;
+  int64_t round_down_to = 25000;
+  int64_t interval(int64_t global_batch_size) const;
+};
+
+// The sample count at which evaluation k (k = 1, 2, ...) happens: k * interval, rounded up to
+// whole global batches as the rules allow (GBS 448, interval 150,000 -> 150,080, 300,160, ...).
+int64_t eval_point_samples(int64_t k, int64_t interval, int64_t global_batch_size);
 
 }  // namespace bertperf
