@@ -1,0 +1,576 @@
+// The BERT WordPiece tokenizer (see tokenizer.h): Unicode lookups, the vocabulary hash, the
+// BasicTokenizer pass and greedy WordPiece.
+#include "data/tokenizer.h"
+
+#include <algorithm>
+#include <climits>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "core/errors.h"
+#include "data/unicode_tables.h"
+
+namespace bertperf {
+namespace {
+
+namespace u = unicode;
+
+// ---- Unicode lookups ----------------------------------------------------------------------------
+
+constexpr char32_t kMaxCodePoint = 0x110000;
+constexpr int32_t kLowerIsSpecial = INT32_MIN;  // str.lower() gives more than one character
+
+// Two-stage tables (256-code-point blocks, identical blocks shared) expanded once from the
+// generated range tables: constant-time lookups in about 100 KB instead of 4 MB per table.
+template <typename T>
+struct TwoStage {
+  std::vector<uint16_t> stage1;  // cp >> 8 -> block number
+  std::vector<T> blocks;
+
+  explicit TwoStage(const std::vector<T>& flat) {
+    std::map<std::vector<T>, uint16_t> seen;
+    for (size_t b = 0; b < flat.size() / 256; ++b) {
+      std::vector<T> block(flat.begin() + b * 256, flat.begin() + (b + 1) * 256);
+      auto [it, added] = seen.emplace(block, static_cast<uint16_t>(seen.size()));
+      if (added) blocks.insert(blocks.end(), block.begin(), block.end());
+      stage1.push_back(it->second);
+    }
+  }
+  T operator[](char32_t cp) const {
+    return cp < kMaxCodePoint ? blocks[size_t(stage1[cp >> 8]) * 256 + (cp & 255)] : T{};
+  }
+};
+
+std::vector<uint16_t> flat_props() {
+  std::vector<uint16_t> flat(kMaxCodePoint, 0);
+  for (size_t i = 0; i < u::kPropRangeCount; ++i)
+    for (char32_t cp = u::kPropRanges[i].first; cp <= u::kPropRanges[i].last; ++cp)
+      flat[cp] = u::kPropRanges[i].props;
+  return flat;
+}
+
+std::vector<int32_t> flat_lower() {
+  std::vector<int32_t> flat(kMaxCodePoint, 0);
+  for (size_t i = 0; i < u::kLowerRunCount; ++i) {
+    const u::LowerRun& run = u::kLowerRuns[i];
+    for (char32_t cp = run.first; cp <= run.last; cp += run.stride) flat[cp] = run.delta;
+  }
+  for (size_t i = 0; i < u::kLowerSpecialCount; ++i) flat[u::kLowerSpecial[i].cp] = kLowerIsSpecial;
+  return flat;
+}
+
+struct UnicodeTables {
+  TwoStage<uint16_t> props{flat_props()};
+  TwoStage<int32_t> lower_delta{flat_lower()};
+  uint16_t ascii_props[128];
+
+  UnicodeTables() {
+    for (char32_t c = 0; c < 128; ++c) ascii_props[c] = props[c];
+  }
+};
+
+const UnicodeTables& tables() {
+  static const UnicodeTables t;
+  return t;
+}
+
+const u::Expansion* find_expansion(const u::Expansion* rows, size_t count, char32_t cp) {
+  const u::Expansion* end = rows + count;
+  const u::Expansion* it =
+      std::lower_bound(rows, end, cp, [](const u::Expansion& e, char32_t c) { return e.cp < c; });
+  return it != end && it->cp == cp ? it : nullptr;
+}
+
+uint8_t combining_class(char32_t cp) {
+  const u::CccRange* end = u::kCccRanges + u::kCccRangeCount;
+  const u::CccRange* it = std::upper_bound(
+      u::kCccRanges, end, cp, [](char32_t c, const u::CccRange& r) { return c < r.first; });
+  if (it == u::kCccRanges) return 0;
+  --it;
+  return cp <= it->last ? it->ccc : 0;
+}
+
+// Hangul syllables decompose by formula rather than by table (Unicode 3.12).
+constexpr char32_t kHangulFirst = 0xAC00, kHangulLast = 0xD7A3;
+
+void append_nfd(char32_t cp, uint16_t props, std::vector<char32_t>& out) {
+  if (cp >= kHangulFirst && cp <= kHangulLast) {
+    const char32_t s = cp - kHangulFirst;
+    out.push_back(0x1100 + s / 588);
+    out.push_back(0x1161 + (s % 588) / 28);
+    if (s % 28) out.push_back(0x11A7 + s % 28);
+    return;
+  }
+  if (props & u::kDecomposes) {
+    if (const u::Expansion* e = find_expansion(u::kDecompositions, u::kDecompositionCount, cp)) {
+      out.insert(out.end(), u::kDecompositionPool + e->offset,
+                 u::kDecompositionPool + e->offset + e->length);
+      return;
+    }
+  }
+  out.push_back(cp);
+}
+
+// The canonical ordering step of NFD: each run of non-starters is stably sorted by combining class.
+void canonical_order(std::vector<char32_t>& text, const UnicodeTables& t) {
+  for (size_t i = 0; i < text.size();) {
+    if (!(t.props[text[i]] & u::kNonzeroCcc)) {
+      ++i;
+      continue;
+    }
+    size_t end = i;
+    while (end < text.size() && (t.props[text[end]] & u::kNonzeroCcc)) ++end;
+    if (end - i > 1)
+      std::stable_sort(text.begin() + i, text.begin() + end, [](char32_t a, char32_t b) {
+        return combining_class(a) < combining_class(b);
+      });
+    i = end;
+  }
+}
+
+// Python's final-sigma rule for U+03A3 at `i` of the token: lowercase to ς when a cased letter
+// precedes it and none follows (case-ignorable characters skipped both ways).
+bool is_final_sigma(const char32_t* token, size_t length, size_t i, const UnicodeTables& t) {
+  size_t j = i;
+  uint16_t p = 0;
+  while (j > 0 && ((p = t.props[token[j - 1]]) & u::kCaseIgnorable)) --j;
+  if (j == 0 || !(p & u::kCased)) return false;
+  for (j = i + 1; j < length; ++j) {
+    p = t.props[token[j]];
+    if (!(p & u::kCaseIgnorable)) return !(p & u::kCased);
+  }
+  return true;
+}
+
+// Length of the well-formed UTF-8 sequence at `p` (its value in `cp`), or 0 when the lead byte
+// starts no well-formed sequence: then Python's "ignore" drops it and resumes at the next byte
+// (continuation bytes are never valid leads, so dropping byte by byte drops the same bytes).
+inline size_t utf8_sequence(const uint8_t* p, size_t avail, char32_t& cp) {
+  const uint8_t b = p[0];
+  auto cont = [&](size_t k) { return k < avail && (p[k] & 0xC0) == 0x80; };
+  if (b < 0x80) {
+    cp = b;
+    return 1;
+  }
+  if (b >= 0xC2 && b <= 0xDF) {
+    if (!cont(1)) return 0;
+    cp = (char32_t(b & 0x1F) << 6) | (p[1] & 0x3F);
+    return 2;
+  }
+  if (b >= 0xE0 && b <= 0xEF) {
+    if (!cont(1) || !cont(2)) return 0;
+    if (b == 0xE0 && p[1] < 0xA0) return 0;  // overlong
+    if (b == 0xED && p[1] > 0x9F) return 0;  // surrogate
+    cp = (char32_t(b & 0x0F) << 12) | (char32_t(p[1] & 0x3F) << 6) | (p[2] & 0x3F);
+    return 3;
+  }
+  if (b >= 0xF0 && b <= 0xF4) {
+    if (!cont(1) || !cont(2) || !cont(3)) return 0;
+    if (b == 0xF0 && p[1] < 0x90) return 0;  // overlong
+    if (b == 0xF4 && p[1] > 0x8F) return 0;  // above U+10FFFF
+    cp = (char32_t(b & 0x07) << 18) | (char32_t(p[1] & 0x3F) << 12) | (char32_t(p[2] & 0x3F) << 6) |
+         (p[3] & 0x3F);
+    return 4;
+  }
+  return 0;
+}
+
+inline bool is_continuation_byte(char c) { return (static_cast<uint8_t>(c) & 0xC0) == 0x80; }
+
+// Per-thread buffers, reused from line to line so that tokenizing allocates nothing once warm.
+struct Scratch {
+  std::vector<char32_t> cleaned;
+  std::vector<char32_t> lowered;
+  std::vector<char32_t> normalized;
+  std::string word;
+};
+
+Scratch& scratch() {
+  thread_local Scratch s;
+  return s;
+}
+
+// Python str.strip(): drops leading and trailing characters for which str.isspace() holds.
+std::string strip_python(std::string_view line) {
+  std::vector<char32_t> cps;
+  decode_utf8(line, cps);
+  const UnicodeTables& t = tables();
+  size_t b = 0, e = cps.size();
+  while (b < e && (t.props[cps[b]] & u::kPySpace)) ++b;
+  while (e > b && (t.props[cps[e - 1]] & u::kPySpace)) --e;
+  std::string out;
+  for (size_t i = b; i < e; ++i) append_utf8(cps[i], out);
+  return out;
+}
+
+}  // namespace
+
+// ---- UTF-8 ----------------------------------------------------------------------------------
+
+size_t decode_utf8(std::string_view bytes, std::vector<char32_t>& out) {
+  const uint8_t* p = reinterpret_cast<const uint8_t*>(bytes.data());
+  size_t dropped = 0;
+  for (size_t i = 0; i < bytes.size();) {
+    char32_t cp;
+    const size_t len = utf8_sequence(p + i, bytes.size() - i, cp);
+    if (len == 0) {
+      ++dropped;
+      ++i;
+      continue;
+    }
+    out.push_back(cp);
+    i += len;
+  }
+  return dropped;
+}
+
+void append_utf8(char32_t cp, std::string& out) {
+  if (cp < 0x80) {
+    out.push_back(static_cast<char>(cp));
+  } else if (cp < 0x800) {
+    out.push_back(static_cast<char>(0xC0 | (cp >> 6)));
+    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+  } else if (cp < 0x10000) {
+    out.push_back(static_cast<char>(0xE0 | (cp >> 12)));
+    out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
+    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+  } else {
+    out.push_back(static_cast<char>(0xF0 | (cp >> 18)));
+    out.push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
+    out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
+    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+  }
+}
+
+// ---- Vocabulary -------------------------------------------------------------------------------
+
+Vocab Vocab::from_tokens(const std::vector<std::string>& tokens) {
+  Vocab v;
+  std::map<std::string_view, int32_t> seen;
+  v.tokens_.reserve(tokens.size());
+  for (const std::string& t : tokens)
+    if (seen.emplace(t, 0).second) v.tokens_.push_back(t);
+  v.source_ = "<memory>";
+  return v;
+}
+
+Vocab Vocab::load(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw_input(path, "cannot open the vocabulary file");
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  if (in.bad()) throw_input(path, "cannot read the vocabulary file");
+  const std::string text = buffer.str();
+  std::vector<std::string> tokens;
+  for (size_t pos = 0; pos < text.size();) {
+    size_t nl = text.find('\n', pos);
+    if (nl == std::string::npos) nl = text.size();
+    tokens.push_back(strip_python(std::string_view(text).substr(pos, nl - pos)));
+    pos = nl + 1;
+  }
+  if (tokens.empty()) throw_input(path, "the vocabulary file is empty");
+  Vocab v = from_tokens(tokens);
+  v.source_ = path;
+  return v;
+}
+
+// ---- The vocabulary index -----------------------------------------------------------------------
+
+// Open addressing over string_views into one pool. Two tables: whole vocab entries, looked up for
+// the first piece of a word, and the entries that start with "##", keyed without it, for the
+// later pieces, so that no "##" string is ever built.
+class StringTable {
+ public:
+  void build(const std::vector<std::pair<std::string_view, int32_t>>& entries) {
+    size_t capacity = 16;
+    while (capacity < entries.size() * 2) capacity *= 2;
+    mask_ = capacity - 1;
+    slots_.assign(capacity, Slot{});
+    for (const auto& [key, id] : entries) {
+      max_len_ = std::max(max_len_, key.size());
+      const uint64_t h = hash(key);
+      size_t i = h & mask_;
+      while (slots_[i].id >= 0) i = (i + 1) & mask_;
+      slots_[i] = Slot{h, static_cast<uint32_t>(pool_.size()), static_cast<uint32_t>(key.size()), id};
+      pool_.append(key);
+    }
+  }
+  int32_t find(std::string_view key) const {
+    const uint64_t h = hash(key);
+    for (size_t i = h & mask_;; i = (i + 1) & mask_) {
+      const Slot& s = slots_[i];
+      if (s.id < 0) return -1;
+      if (s.hash == h && s.length == key.size() &&
+          std::memcmp(pool_.data() + s.offset, key.data(), key.size()) == 0)
+        return s.id;
+    }
+  }
+  size_t max_len() const { return max_len_; }
+
+ private:
+  struct Slot {
+    uint64_t hash = 0;
+    uint32_t offset = 0, length = 0;
+    int32_t id = -1;
+  };
+  static uint64_t mix(uint64_t h) {
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdULL;
+    h ^= h >> 33;
+    return h;
+  }
+  static uint64_t hash(std::string_view key) {
+    uint64_t h = 0x9E3779B97F4A7C15ULL ^ key.size();
+    const char* p = key.data();
+    size_t n = key.size();
+    for (; n >= 8; n -= 8, p += 8) {
+      uint64_t v;
+      std::memcpy(&v, p, 8);
+      h = mix(h ^ v) * 0xc4ceb9fe1a85ec53ULL;
+    }
+    uint64_t tail = 0;
+    std::memcpy(&tail, p, n);
+    return mix(h ^ tail ^ (uint64_t(n) << 59));
+  }
+  std::vector<Slot> slots_;
+  std::string pool_;
+  size_t mask_ = 0;
+  size_t max_len_ = 0;
+};
+
+struct FullTokenizer::Index {
+  StringTable initial;       // every vocab entry
+  StringTable continuation;  // "##x" entries, keyed by x
+};
+
+FullTokenizer::FullTokenizer(Vocab vocab, TokenizerOptions options)
+    : vocab_(std::move(vocab)), options_(std::move(options)) {
+  unk_id_ = vocab_.find(options_.unk_token);
+  if (unk_id_ < 0)
+    throw_input(vocab_.source(), cat("the vocabulary has no unknown token '", options_.unk_token, "'"));
+  std::vector<std::pair<std::string_view, int32_t>> initial, continuation;
+  for (size_t id = 0; id < vocab_.tokens_.size(); ++id) {
+    std::string_view t = vocab_.tokens_[id];
+    initial.emplace_back(t, static_cast<int32_t>(id));
+    if (t.size() > 2 && t.substr(0, 2) == "##") continuation.emplace_back(t.substr(2), static_cast<int32_t>(id));
+  }
+  index_ = new Index;
+  index_->initial.build(initial);
+  index_->continuation.build(continuation);
+  tables();  // build the Unicode lookups now, not inside the first timed call
+}
+
+FullTokenizer::~FullTokenizer() { delete index_; }
+FullTokenizer::FullTokenizer(FullTokenizer&& other) noexcept
+    : vocab_(std::move(other.vocab_)), options_(std::move(other.options_)), unk_id_(other.unk_id_),
+      index_(other.index_) {
+  other.index_ = nullptr;
+}
+FullTokenizer& FullTokenizer::operator=(FullTokenizer&& other) noexcept {
+  if (this != &other) {
+    delete index_;
+    vocab_ = std::move(other.vocab_);
+    options_ = std::move(other.options_);
+    unk_id_ = other.unk_id_;
+    index_ = other.index_;
+    other.index_ = nullptr;
+  }
+  return *this;
+}
+
+int32_t Vocab::find(std::string_view token) const {
+  // Used outside the hot path only (special tokens, tests); the tokenizer has its own index.
+  for (size_t i = 0; i < tokens_.size(); ++i)
+    if (tokens_[i] == token) return static_cast<int32_t>(i);
+  return -1;
+}
+
+// ---- BasicTokenizer ---------------------------------------------------------------------------
+
+// Runs the BasicTokenizer over `text` and calls sink(word, characters_in_word) for each output
+// word, in order. Returns the number of invalid UTF-8 bytes dropped.
+template <typename Sink>
+size_t FullTokenizer::run_basic(std::string_view text, Sink&& sink) const {
+  const UnicodeTables& t = tables();
+  Scratch& s = scratch();
+
+  // _clean_text and _tokenize_chinese_chars, fused with decoding.
+  std::vector<char32_t>& cleaned = s.cleaned;
+  cleaned.clear();
+  size_t dropped = 0;
+  const uint8_t* p = reinterpret_cast<const uint8_t*>(text.data());
+  for (size_t i = 0; i < text.size();) {
+    char32_t cp;
+    uint16_t props;
+    if (p[i] < 0x80) {
+      cp = p[i++];
+      props = t.ascii_props[cp];
+    } else {
+      const size_t len = utf8_sequence(p + i, text.size() - i, cp);
+      if (len == 0) {
+        ++dropped;
+        ++i;
+        continue;
+      }
+      i += len;
+      props = t.props[cp];
+    }
+    if (props & u::kDrop) continue;
+    if (props & u::kCleanSpace) {
+      cleaned.push_back(U' ');
+    } else if (props & u::kCjk) {
+      cleaned.push_back(U' ');
+      cleaned.push_back(cp);
+      cleaned.push_back(U' ');
+    } else {
+      cleaned.push_back(cp);
+    }
+  }
+
+  std::string& word = s.word;
+  size_t word_chars = 0;
+  auto flush = [&] {
+    if (!word.empty()) sink(std::string_view(word), word_chars);
+    word.clear();
+    word_chars = 0;
+  };
+
+  // str.split(), then per token: lower, strip accents, split on punctuation.
+  const size_t n = cleaned.size();
+  for (size_t k = 0; k < n;) {
+    while (k < n && (t.props[cleaned[k]] & u::kPySpace)) ++k;
+    const size_t begin = k;
+    bool ascii = true;
+    while (k < n && !(t.props[cleaned[k]] & u::kPySpace)) {
+      ascii &= cleaned[k] < 0x80;
+      ++k;
+    }
+    if (begin == k) break;
+
+    if (ascii) {
+      for (size_t j = begin; j < k; ++j) {
+        char c = static_cast<char>(cleaned[j]);
+        if (t.ascii_props[static_cast<uint8_t>(c)] & u::kPunct) {
+          flush();
+          word.push_back(c);
+          word_chars = 1;
+          flush();
+          continue;
+        }
+        if (options_.do_lower_case && c >= 'A' && c <= 'Z') c = static_cast<char>(c + 32);
+        word.push_back(c);
+        ++word_chars;
+      }
+      flush();
+      continue;
+    }
+
+    const char32_t* token = cleaned.data() + begin;
+    const size_t length = k - begin;
+    const char32_t* chars = token;
+    size_t count = length;
+    if (options_.do_lower_case) {
+      std::vector<char32_t>& lowered = s.lowered;
+      lowered.clear();
+      for (size_t j = 0; j < length; ++j) {
+        const char32_t cp = token[j];
+        if (cp == 0x3A3) {
+          lowered.push_back(is_final_sigma(token, length, j, t) ? 0x3C2 : 0x3C3);
+          continue;
+        }
+        const int32_t delta = t.lower_delta[cp];
+        if (delta == kLowerIsSpecial) {
+          const u::Expansion* e = find_expansion(u::kLowerSpecial, u::kLowerSpecialCount, cp);
+          lowered.insert(lowered.end(), u::kLowerSpecialPool + e->offset,
+                         u::kLowerSpecialPool + e->offset + e->length);
+        } else {
+          lowered.push_back(static_cast<char32_t>(static_cast<int32_t>(cp) + delta));
+        }
+      }
+      // Accent stripping: NFD, then drop nonspacing marks.
+      std::vector<char32_t>& normalized = s.normalized;
+      normalized.clear();
+      for (char32_t cp : lowered) append_nfd(cp, t.props[cp], normalized);
+      canonical_order(normalized, t);
+      size_t kept = 0;
+      for (char32_t cp : normalized)
+        if (!(t.props[cp] & u::kMn)) normalized[kept++] = cp;
+      normalized.resize(kept);
+      chars = normalized.data();
+      count = normalized.size();
+    }
+    for (size_t j = 0; j < count; ++j) {
+      const char32_t cp = chars[j];
+      if (t.props[cp] & u::kPunct) {
+        flush();
+        append_utf8(cp, word);
+        word_chars = 1;
+        flush();
+        continue;
+      }
+      append_utf8(cp, word);
+      ++word_chars;
+    }
+    flush();
+  }
+  return dropped;
+}
+
+// ---- WordPiece --------------------------------------------------------------------------------
+
+void FullTokenizer::wordpiece(std::string_view word, size_t chars, std::vector<int32_t>& ids) const {
+  if (chars > static_cast<size_t>(options_.max_input_chars_per_word)) {
+    ids.push_back(unk_id_);
+    return;
+  }
+  const size_t n = word.size();
+  const size_t first_piece = ids.size();
+  for (size_t start = 0; start < n;) {
+    const StringTable& table = start == 0 ? index_->initial : index_->continuation;
+    // No entry is longer than max_len bytes, so longer candidates need no lookup.
+    size_t end = std::min(n, start + table.max_len());
+    while (end > start && end < n && is_continuation_byte(word[end])) --end;
+    int32_t id = -1;
+    while (end > start) {
+      id = table.find(word.substr(start, end - start));
+      if (id >= 0) break;
+      do --end;
+      while (end > start && is_continuation_byte(word[end]));
+    }
+    if (id < 0) {
+      ids.resize(first_piece);
+      ids.push_back(unk_id_);
+      return;
+    }
+    ids.push_back(id);
+    start = end;
+  }
+}
+
+// ---- Entry points -----------------------------------------------------------------------------
+
+size_t FullTokenizer::encode(std::string_view text, std::vector<int32_t>& ids) const {
+  return run_basic(text, [&](std::string_view word, size_t chars) { wordpiece(word, chars, ids); });
+}
+
+std::vector<int32_t> FullTokenizer::encode(std::string_view text) const {
+  std::vector<int32_t> ids;
+  encode(text, ids);
+  return ids;
+}
+
+std::vector<std::string> FullTokenizer::tokenize(std::string_view text) const {
+  std::vector<std::string> out;
+  for (int32_t id : encode(text)) out.push_back(vocab_.token(id));
+  return out;
+}
+
+std::vector<std::string> FullTokenizer::basic_tokenize(std::string_view text) const {
+  std::vector<std::string> out;
+  run_basic(text, [&](std::string_view word, size_t) { out.emplace_back(word); });
+  return out;
+}
+
+}  // namespace bertperf
