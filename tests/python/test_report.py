@@ -1,0 +1,414 @@
+"""Tests of bertperf-report against independent oracles.
+
+* The score of every shared MLPerf tree equals the official result summarizer's
+  (mlperf-logging, run as a separate process on a copy of the tree, because it
+  writes and deletes scaling.json beside the logs).
+* Scores and throughputs equal the published values in
+  docs/mlperf-bert-results.md.
+* The olympic average equals the official implementation on random inputs,
+  including failed runs.
+* Every output format parses; the plots are PNGs of the promised size.
+* The regression flag fires on a synthetically slowed copy of a tree and not
+  on a tree compared with itself.
+* Bad input gives one line on stderr and exit status 2.
+
+Shared data is found in ../shared beside the repository, or where
+BERTPERF_SHARED_DIR points; tests that need it skip when it is absent.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import os
+import random
+import re
+import shutil
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bertperf_compliance.report.cli import main as report_main
+from bertperf_compliance.report.plots import FIGURE_SIZE_PX
+from bertperf_compliance.report.systems import find_result_sets, olympic_mean
+
+REPO = Path(__file__).resolve().parents[2]
+SHARED = Path(os.environ.get("BERTPERF_SHARED_DIR", REPO.parent / "shared"))
+RESULTS = SHARED / "mlperf-results"
+DOC = SHARED / "docs" / "mlperf-bert-results.md"
+
+# The shared trees, as round/submitter. The official summarizer scores v2.1 under the 2.0.0 rules:
+# mlperf-logging 4.1.68's training_2.1.0 rules require opt_lamb_epsilon, a rule added after the
+# v2.1 round closed; the published v2.1 logs carry only opt_epsilon, so that checker rejects every
+# run and reports no score. The 2.0.0 rules check the same run_start/run_stop/accuracy events and
+# accept these logs, so they give the official score of the v2.1 trees.
+TREES = ["v2.1/Baidu", "v2.1/NVIDIA", "v4.0/NVIDIA"]
+
+needs_shared = pytest.mark.skipif(not RESULTS.is_dir(),
+                                  reason=f"shared MLPerf result trees not found at {RESULTS} "
+                                         "(set BERTPERF_SHARED_DIR)")
+
+
+def run_report(args, capsys):
+    """Run bertperf-report in-process; returns (exit status, stdout, stderr)."""
+    status = report_main([str(a) for a in args])
+    out = capsys.readouterr()
+    return status, out.out, out.err
+
+
+OFFICIAL_JOBS = {
+    # job name: (source org directories, ruleset)
+    "v2.1": ([("v2.1", "Baidu"), ("v2.1", "NVIDIA")], "2.0.0"),
+    "v4.0": ([("v4.0", "NVIDIA")], "4.0.0"),
+    "dropped": ([("dropped", "NVIDIA")], "4.0.0"),
+}
+
+
+def _make_dropped_run_tree(dest: Path) -> None:
+    """The v4.0 tree with one run that never reaches the target and stops as aborted."""
+    shutil.copytree(RESULTS / "v4.0" / "NVIDIA", dest)
+    log = dest / "results" / "h200_ngc23.09_pytorch" / "bert" / "result_3.txt"
+    text = log.read_text(encoding="latin-1")
+    text = re.sub(r'("key": "eval_accuracy", "value": )[0-9.]+', r"\g<1>0.5", text)
+    text = text.replace('"status": "success"', '"status": "aborted"')
+    log.write_text(text, encoding="latin-1")
+
+
+@pytest.fixture(scope="session")
+def official(tmp_path_factory):
+    """The official result summarizer's detailed rows, keyed by (round, submitter).
+
+    It runs as separate processes, in parallel to save time, on copies of the trees: it deletes
+    and writes scaling.json beside the logs, which must never happen to the shared data.
+    """
+    if not RESULTS.is_dir():
+        pytest.skip(f"shared MLPerf result trees not found at {RESULTS} (set BERTPERF_SHARED_DIR)")
+    pytest.importorskip("mlperf_logging")
+    pytest.importorskip("pandas")
+    root = tmp_path_factory.mktemp("official")
+    procs = {}
+    for job, (orgs, ruleset) in OFFICIAL_JOBS.items():
+        work = root / job
+        for round_name, org in orgs:
+            dest = work / "orgs" / org
+            if round_name == "dropped":
+                _make_dropped_run_tree(dest)
+            else:
+                shutil.copytree(RESULTS / round_name / org, dest)
+        folder = str(work / "orgs") + "/{*}"  # every organisation folder in it
+        procs[job] = subprocess.Popen(
+            [sys.executable, "-m", "mlperf_logging.result_summarizer", folder, "training",
+             ruleset, "--csv", str(work / "summary.csv")],
+            cwd=work, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    rows = {}
+    for job, proc in procs.items():
+        output, _ = proc.communicate(timeout=600)
+        assert proc.returncode == 0, output
+        for row in json.loads((root / job / "summary_detailed.json").read_text()):
+            rows[(job, row["submitter"])] = row
+    return rows
+
+
+def ours(org_dir: Path):
+    (result_set,) = find_result_sets([str(org_dir)])
+    return result_set
+
+
+# ---------------------------------------------------------------- scores against the official tools
+
+
+@needs_shared
+@pytest.mark.parametrize("org", TREES)
+def test_score_equals_official_summarizer(org, official):
+    round_name, submitter = org.split("/")
+    row = official[(round_name, submitter)]
+    mine = ours(RESULTS / org)
+    assert row["bert:time_to_train"] is not None
+    assert mine.score_min == pytest.approx(row["bert:time_to_train"], rel=0, abs=1e-9)
+    assert mine.global_batch_size == row["bert:GBS"]
+    assert mine.accelerators == row["accelerators_count"]
+    first = mine.runs[0]
+    if first.samples_source == "eval epoch_num":
+        assert mine.samples_to_converge == row["bert:samples_to_converge"]
+    else:
+        # Baidu logs epoch_num 1 in every eval; the summarizer then reports 1.0 samples and we
+        # fall back to train_samples (what Baidu's own RCP check used).
+        assert row["bert:samples_to_converge"] == 1.0
+        assert first.samples_source == "train_samples"
+
+
+@needs_shared
+def test_dropped_run_matches_official_summarizer(official, tmp_path):
+    """One run never reaches the target: both drop it and average the fastest-but-one eight."""
+    org = tmp_path / "NVIDIA"
+    _make_dropped_run_tree(org)
+    row = official[("dropped", "NVIDIA")]
+    mine = ours(org)
+    assert mine.dropped == 1
+    assert mine.score_min == pytest.approx(row["bert:time_to_train"], rel=0, abs=1e-9)
+    assert mine.samples_to_converge == row["bert:samples_to_converge"]
+
+
+def test_olympic_mean_equals_official_average():
+    summarizer = pytest.importorskip("mlperf_logging.result_summarizer.result_summarizer")
+    rng = random.Random(7)
+    for _ in range(200):
+        n = rng.randint(2, 12)
+        dropped = rng.randint(0, 2)
+        values = [rng.uniform(1.0, 30.0) for _ in range(n)]
+        expected = None if dropped > 1 else summarizer._compute_olympic_average(list(values), dropped, 1)
+        got = olympic_mean(values, dropped)
+        if expected is None:
+            assert got is None
+        else:
+            assert got == pytest.approx(expected, rel=1e-12)
+
+
+# ---------------------------------------------------------------- published numbers
+
+
+def _published_row(system: str):
+    """Cells of the first table row naming `system`, keyed by its table's header (markup removed)."""
+    lines = DOC.read_text(encoding="utf-8").splitlines()
+    header = None
+    for i, line in enumerate(lines):
+        if line.startswith("|") and i + 1 < len(lines) and re.match(r"^\|[-| ]+\|$", lines[i + 1]):
+            header = [c.strip().strip("*").strip() for c in line.strip("|").split("|")]
+        elif line.startswith("|") and header and system in line:
+            cells = [c.strip().replace("*", "") for c in line.strip("|").split("|")]
+            return dict(zip(header, cells))
+    raise AssertionError(f"{system} not in a table of {DOC}")
+
+
+def _number(cell: str) -> float:
+    return float(re.match(r"[0-9][0-9,]*\.?[0-9]*", cell).group(0).replace(",", ""))
+
+
+PUBLISHED = [
+    # (org, doc system name, score column, effective throughput column, train-only column)
+    ("v2.1/Baidu", "8_node_64_A100_PaddlePaddle", "Score min", "Eff. s/s", None),
+    ("v2.1/NVIDIA", "dgxa100_n8_ngc22.09_pytorch", "Score min", "Eff. s/s", None),
+    ("v4.0/NVIDIA", "h200_ngc23.09", "Score", "Eff s/s", "train-only s/s"),
+]
+
+
+@pytest.mark.skipif(not DOC.is_file(), reason=f"published results note not found at {DOC}")
+@needs_shared
+@pytest.mark.parametrize("org, name, score_col, eff_col, train_col", PUBLISHED,
+                         ids=[p[0] for p in PUBLISHED])
+def test_matches_published_results(org, name, score_col, eff_col, train_col):
+    row = _published_row(name)
+    mine = ours(RESULTS / org)
+    assert round(mine.score_min, 3) == pytest.approx(_number(row[score_col]), abs=1e-9)
+    assert round(mine.mean_of("throughput_effective")) == _number(row[eff_col])
+    if train_col:
+        assert round(mine.mean_of("throughput_train_only")) == _number(row[train_col])
+    else:
+        assert mine.mean_of("throughput_train_only") is None  # v2.1 logs have no eval_start/stop
+
+
+@pytest.mark.skipif(not DOC.is_file(), reason=f"published results note not found at {DOC}")
+@needs_shared
+def test_baidu_samples_equal_its_rcp_log():
+    """Baidu's package_checker.log, quoted in the note, gives its olympic train_samples."""
+    quoted = re.search(r"Submission mean epochs: ([0-9.]+)", DOC.read_text(encoding="utf-8"))
+    assert ours(RESULTS / "v2.1" / "Baidu").samples_to_converge == float(quoted.group(1))
+
+
+# ---------------------------------------------------------------- output formats
+
+
+def _markdown_tables(text: str):
+    """Split Markdown into tables; each is a list of rows of cells (escaped pipes kept in cells)."""
+    tables, current = [], None
+    for line in text.splitlines():
+        if line.startswith("|"):
+            assert line.endswith("|") and not line.endswith("\\|"), line
+            cells = re.split(r"(?<!\\)\|", line[1:-1])
+            if current is None:
+                current = []
+                tables.append(current)
+            current.append([c.strip() for c in cells])
+        else:
+            current = None
+    return tables
+
+
+@needs_shared
+def test_markdown_renders_as_valid_tables(capsys):
+    status, out, _ = run_report([RESULTS, "--format", "markdown"], capsys)
+    assert status == 0
+    tables = _markdown_tables(out)
+    assert len(tables) == 3  # systems, runs, comparisons
+    for table in tables:
+        header, separator, *body = table
+        assert all(re.fullmatch(r":?-{3,}:?", c) for c in separator)
+        assert len(separator) == len(header) and all(h for h in header)
+        assert body and all(len(row) == len(header) for row in body)
+    systems, runs, _ = tables
+    assert len(systems) - 2 == 3 and len(runs) - 2 == 30
+    score_col = systems[0].index("score min")
+    assert sorted(row[score_col] for row in systems[2:]) == ["2.4759", "2.4974", "5.2116"]
+    for title in ("Systems", "Runs", "Comparisons"):
+        assert re.search(rf"^### {title}", out, re.M)
+
+
+@needs_shared
+@pytest.mark.parametrize("table, rows", [("systems", 3), ("runs", 30), ("comparisons", 2)])
+def test_csv_parses(table, rows, capsys):
+    status, out, _ = run_report([RESULTS, "--format", "csv", "--table", table], capsys)
+    assert status == 0
+    parsed = list(csv.DictReader(io.StringIO(out)))
+    assert len(parsed) == rows
+    if table == "systems":
+        by_label = {r["label"]: r for r in parsed}
+        assert float(by_label["NVIDIA/h200_ngc23.09_pytorch"]["score_min"]) == pytest.approx(5.21165)
+        assert by_label["Baidu/8_node_64_A100_PaddlePaddle"]["throughput_train_only"] == ""
+    if table == "runs":
+        assert all(float(r["time_to_train_min"]) > 0 for r in parsed)
+    if table == "comparisons":
+        assert all(float(r["ci_low"]) <= float(r["ratio"]) <= float(r["ci_high"]) for r in parsed)
+
+
+@needs_shared
+def test_json_parses(capsys, tmp_path):
+    out_file = tmp_path / "report.json"
+    status, out, _ = run_report([RESULTS, "--format", "json", "--output", out_file], capsys)
+    assert status == 0 and out == ""
+    doc = json.loads(out_file.read_text())
+    assert [s["label"] for s in doc["systems"]] == [
+        "Baidu/8_node_64_A100_PaddlePaddle", "NVIDIA/dgxa100_n8_ngc22.09_pytorch",
+        "NVIDIA/h200_ngc23.09_pytorch"]
+    assert len(doc["runs"]) == 30
+    run0 = doc["runs"][20]
+    assert run0["run"] == "result_0.txt" and run0["eval_curve"][-1] == [2398552, pytest.approx(0.72005, abs=1e-4)]
+    assert len(run0["interval_samples_per_s"]) == len(run0["eval_curve"])
+    assert {c["verdict"] for c in doc["comparisons"]} <= {"slower", "faster", "within noise"}
+
+
+# ---------------------------------------------------------------- plots
+
+
+def _png_size(path: Path):
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", f"{path} is not a PNG"
+    assert data[12:16] == b"IHDR"
+    assert data[-8:-4] == b"IEND"
+    return struct.unpack(">II", data[16:24])
+
+
+@needs_shared
+def test_plots_are_pngs_of_the_right_size(capsys, tmp_path):
+    plots = tmp_path / "plots"
+    status, _, err = run_report([RESULTS, "--plots", plots], capsys)
+    assert status == 0
+    names = sorted(p.name for p in plots.iterdir())
+    assert names == ["accuracy_vs_samples.png", "throughput.png", "time_to_train.png"]
+    for name in names:
+        assert _png_size(plots / name) == FIGURE_SIZE_PX
+        assert str(plots / name) in err
+
+
+# ---------------------------------------------------------------- comparisons and regressions
+
+
+def _slowed_copy(org_dir: Path, dest: Path, factor: float) -> Path:
+    """Copy a tree, stretching every event's time after run_start by `factor`."""
+    shutil.copytree(org_dir, dest)
+    for log in dest.rglob("result_*.txt"):
+        text = log.read_text(encoding="latin-1")
+        start = int(re.search(r'"time_ms": (\d+), "event_type": "[A-Z_]+", "key": "run_start"',
+                              text).group(1))
+
+        def stretch(match):
+            t = int(match.group(1))
+            return f'"time_ms": {start + round((t - start) * factor) if t > start else t}'
+
+        log.write_text(re.sub(r'"time_ms": (\d+)', stretch, text), encoding="latin-1")
+    return dest
+
+
+@needs_shared
+@pytest.mark.parametrize("org", ["v4.0/NVIDIA", "v2.1/Baidu"])
+def test_regression_flag_fires_on_slowed_copy(org, capsys, tmp_path):
+    original = RESULTS / org
+    slowed = _slowed_copy(original, tmp_path / "slowed" / original.name, 1.15)
+    status, out, _ = run_report([original, slowed, "--format", "json", "--fail-on-regression"], capsys)
+    assert status == 1
+    (comparison,) = json.loads(out)["comparisons"]
+    assert comparison["same_system"] and comparison["regression"]
+    assert comparison["verdict"] == "slower"
+    assert comparison["ratio"] == pytest.approx(1.15, abs=1e-4)
+    assert 1.0 < comparison["ci_low"] < 1.15 < comparison["ci_high"]
+
+
+@needs_shared
+@pytest.mark.parametrize("org", ["v4.0/NVIDIA", "v2.1/NVIDIA"])
+def test_no_regression_against_itself(org, capsys):
+    tree = RESULTS / org
+    status, out, _ = run_report([tree, tree, "--format", "json", "--fail-on-regression"], capsys)
+    assert status == 0
+    (comparison,) = json.loads(out)["comparisons"]
+    assert comparison["same_system"] and not comparison["regression"]
+    assert comparison["ratio"] == 1.0
+    assert comparison["ci_low"] < 1.0 < comparison["ci_high"]
+    assert comparison["verdict"] == "within noise"
+
+
+@needs_shared
+def test_comparison_is_reproducible(capsys):
+    args = [RESULTS, "--format", "csv", "--table", "comparisons", "--seed", "3"]
+    first = run_report(args, capsys)[1]
+    assert run_report(args, capsys)[1] == first
+
+
+# ---------------------------------------------------------------- bad input
+
+
+def _cli(*args):
+    return subprocess.run([sys.executable, "-m", "bertperf_compliance.report.cli", *map(str, args)],
+                          capture_output=True, text=True, timeout=120)
+
+
+def _assert_one_line_error(proc, *fragments):
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    for fragment in fragments:
+        assert fragment in lines[0]
+
+
+def test_missing_tree(tmp_path):
+    _assert_one_line_error(_cli(tmp_path / "nowhere"), "nowhere", "no such file or directory")
+
+
+def test_tree_without_logs(tmp_path):
+    _assert_one_line_error(_cli(tmp_path), "no result_*.txt")
+
+
+@needs_shared
+def test_malformed_log(tmp_path):
+    org = tmp_path / "NVIDIA"
+    shutil.copytree(RESULTS / "v4.0" / "NVIDIA", org)
+    log = org / "results" / "h200_ngc23.09_pytorch" / "bert" / "result_5.txt"
+    lines = log.read_text(encoding="latin-1").splitlines(keepends=True)
+    lines[40] = ':::MLLOG {"namespace": "", "time_ms": 17152\n'
+    log.write_text("".join(lines), encoding="latin-1")
+    _assert_one_line_error(_cli(org), f"result_5.txt:41:", "malformed MLLOG line")
+
+
+def test_log_without_run_start(tmp_path):
+    bench = tmp_path / "results" / "sys" / "bert"
+    bench.mkdir(parents=True)
+    (bench / "result_0.txt").write_text("hello\n")
+    _assert_one_line_error(_cli(tmp_path), "result_0.txt", "no run_start")
+
+
+def test_bad_option(tmp_path):
+    _assert_one_line_error(_cli(tmp_path, "--format", "xml"), "--format")
