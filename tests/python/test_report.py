@@ -66,17 +66,36 @@ OFFICIAL_JOBS = {
     "v2.1": ([("v2.1", "Baidu"), ("v2.1", "NVIDIA")], "2.0.0"),
     "v4.0": ([("v4.0", "NVIDIA")], "4.0.0"),
     "dropped": ([("dropped", "NVIDIA")], "4.0.0"),
+    "scaled": ([("scaled", "NVIDIA")], "4.0.0"),
 }
+H200_BERT = Path("results") / "h200_ngc23.09_pytorch" / "bert"
 
 
 def _make_dropped_run_tree(dest: Path) -> None:
     """The v4.0 tree with one run that never reaches the target and stops as aborted."""
     shutil.copytree(RESULTS / "v4.0" / "NVIDIA", dest)
-    log = dest / "results" / "h200_ngc23.09_pytorch" / "bert" / "result_3.txt"
+    log = dest / H200_BERT / "result_3.txt"
     text = log.read_text(encoding="latin-1")
     text = re.sub(r'("key": "eval_accuracy", "value": )[0-9.]+', r"\g<1>0.5", text)
     text = text.replace('"status": "success"', '"status": "aborted"')
     log.write_text(text, encoding="latin-1")
+
+
+def _make_scaled_tree(dest: Path) -> None:
+    """The v4.0 tree with a scaling.json, as the package checker leaves one."""
+    shutil.copytree(RESULTS / "v4.0" / "NVIDIA", dest)
+    (dest / H200_BERT / "scaling.json").write_text('{"scaling_factor": 1.05}')
+
+
+def _make_faster_converging_tree(dest: Path) -> None:
+    """The v4.0 tree with every sample count cut by 3%: faster than the RCP, within its allowance."""
+    shutil.copytree(RESULTS / "v4.0" / "NVIDIA", dest)
+    for log in (dest / H200_BERT).glob("result_*.txt"):
+        text = log.read_text(encoding="latin-1")
+        text = re.sub(r'"epoch_num": (\d{4,})', lambda m: f'"epoch_num": {round(int(m.group(1)) * 0.97)}', text)
+        text = re.sub(r'("key": "train_samples", "value": )(\d+)',
+                      lambda m: f"{m.group(1)}{round(int(m.group(2)) * 0.97)}", text)
+        log.write_text(text, encoding="latin-1")
 
 
 @pytest.fixture(scope="session")
@@ -98,6 +117,8 @@ def official(tmp_path_factory):
             dest = work / "orgs" / org
             if round_name == "dropped":
                 _make_dropped_run_tree(dest)
+            elif round_name == "scaled":
+                _make_scaled_tree(dest)
             else:
                 shutil.copytree(RESULTS / round_name / org, dest)
         folder = str(work / "orgs") + "/{*}"  # every organisation folder in it
@@ -152,6 +173,35 @@ def test_dropped_run_matches_official_summarizer(official, tmp_path):
     assert mine.dropped == 1
     assert mine.score_min == pytest.approx(row["bert:time_to_train"], rel=0, abs=1e-9)
     assert mine.samples_to_converge == row["bert:samples_to_converge"]
+
+
+@needs_shared
+def test_scaling_json_matches_official_summarizer(official, tmp_path):
+    org = tmp_path / "NVIDIA"
+    _make_scaled_tree(org)
+    mine = ours(org)
+    assert (mine.scaling_factor, mine.scaling_source) == (1.05, "scaling.json")
+    assert mine.score_min == pytest.approx(official[("scaled", "NVIDIA")]["bert:time_to_train"],
+                                           rel=0, abs=1e-9)
+
+
+@needs_shared
+def test_rcp_factor_equals_official_rcp_checker(tmp_path):
+    """Without scaling.json the score carries the factor the official RCP checker would write."""
+    rcp_checker = pytest.importorskip("mlperf_logging.rcp_checker.rcp_checker")
+    pytest.importorskip("scipy")
+    org = tmp_path / "NVIDIA"
+    _make_faster_converging_tree(org)
+    mine = ours(org)  # before the official checker writes scaling.json into the copy
+    passed, message, _ = rcp_checker.check_directory(
+        str(org / H200_BERT), "training", "4.0.0", False, False, rcp_pass="pruned_rcps",
+        set_scaling=True)
+    written = json.loads((org / H200_BERT / "scaling.json").read_text())["scaling_factor"]
+    assert passed and message == "RCP Interpolation" and written > 1.0
+    assert (mine.rcp_verdict, mine.rcp_message) == ("pass", message)
+    assert mine.scaling_source == "RCP"
+    assert mine.scaling_factor == pytest.approx(written, rel=1e-12)
+    assert mine.score_min == pytest.approx(mine.olympic_min * written, rel=1e-12)
 
 
 def test_olympic_mean_equals_official_average():

@@ -8,11 +8,19 @@ directory below it that holds ``result_*.txt`` files is one result set.
 The score is the official result summarizer's (logging spec section 4.2):
 time to train of every converged run in minutes; at most one run may fail
 (otherwise there is no score); sort, drop the fastest, drop the slowest unless
-a failed run already plays the slowest, average the rest; multiply by the
-``scaling_factor`` in ``scaling.json`` beside the logs, which is how the RCP
-normalisation (section 3.5) reaches the score.  Samples to converge is the
-olympic mean the summarizer reports beside the score: failed runs count as
-infinitely slow and are trimmed first.
+a failed run already plays the slowest, average the rest; multiply by the RCP
+scaling factor.  Samples to converge is the olympic mean the summarizer
+reports beside the score: failed runs count as infinitely slow and are
+trimmed first.
+
+The RCP scaling factor is the ``scaling_factor`` of ``scaling.json`` beside
+the logs, as the summarizer reads it.  Where that file is absent, a
+closed-division set gets the factor the package checker would write there
+(section 3.5: RCP mean / submission mean when the RCP check passes with a
+submission that converged faster than the reference), computed by the
+checker's RCP module, so that a fresh result tree shows the score it will be
+given.  The RCP check reads samples from ``train_samples`` when the logs carry
+no per-eval sample counts (the package checker's ``--rcp-bert-train-samples``).
 """
 
 from __future__ import annotations
@@ -25,6 +33,7 @@ import re
 from dataclasses import dataclass, field
 from typing import List, Optional, Sequence
 
+from ..check import rcp
 from . import ReportInputError
 from .runs import TARGET_ACCURACY, RunResult, read_run
 
@@ -62,6 +71,9 @@ class ResultSet:
     division: Optional[str] = None
     accelerators: Optional[int] = None
     scaling_factor: float = 1.0
+    scaling_source: str = "none"
+    rcp_verdict: Optional[str] = None
+    rcp_message: Optional[str] = None
     label: str = ""
 
     @property
@@ -140,10 +152,10 @@ def _accelerator_count(desc: dict) -> Optional[int]:
         return None
 
 
-def _read_scaling(bench_dir: str) -> float:
+def _read_scaling(bench_dir: str) -> Optional[float]:
     path = os.path.join(bench_dir, "scaling.json")
     if not os.path.isfile(path):
-        return 1.0
+        return None
     data = _read_system_json(path)
     factor = data.get("scaling_factor") if data else None
     if isinstance(factor, bool) or not isinstance(factor, (int, float)):
@@ -162,7 +174,6 @@ def _make_set(bench_dir: str, source: str, target: float) -> ResultSet:
         system=os.path.basename(system_dir) or bench_dir,
         org=os.path.basename(org_dir) if org_dir else None,
         source=source,
-        scaling_factor=_read_scaling(bench_dir),
     )
     if org_dir:
         desc = _read_system_json(os.path.join(org_dir, "systems", result_set.system + ".json"))
@@ -171,7 +182,24 @@ def _make_set(bench_dir: str, source: str, target: float) -> ResultSet:
             result_set.accelerators = _accelerator_count(desc)
     files = sorted(glob.glob(os.path.join(glob.escape(bench_dir), "result_*.txt")), key=_run_order)
     result_set.runs = [read_run(f, target) for f in files]
+    _apply_scaling(result_set)
     return result_set
+
+
+def _apply_scaling(result_set: ResultSet) -> None:
+    rcp_factor = 1.0
+    if result_set.division == "closed":
+        use_train_samples = any(r.samples_source == "train_samples" for r in result_set.runs)
+        verdict = rcp.check_directory(result_set.bench_dir, use_train_samples=use_train_samples)
+        result_set.rcp_verdict = "pass" if verdict.passed else "fail"
+        result_set.rcp_message = verdict.message
+        if verdict.passed:
+            rcp_factor = verdict.norm_factor
+    file_factor = _read_scaling(result_set.bench_dir)
+    if file_factor is not None:
+        result_set.scaling_factor, result_set.scaling_source = file_factor, "scaling.json"
+    elif rcp_factor > 1.0:
+        result_set.scaling_factor, result_set.scaling_source = rcp_factor, "RCP"
 
 
 def find_result_sets(trees: Sequence[str], target: float = TARGET_ACCURACY) -> List[ResultSet]:
