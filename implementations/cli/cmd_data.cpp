@@ -1,0 +1,100 @@
+// `bertperf data`: MLPerf BERT pretraining shards from text (the reference generator's algorithm,
+// data/create_pretraining_data.h), and hdf5_md5.py checksums of existing shards so users can check
+// official data.
+#include <filesystem>
+#include <iostream>
+#include <sstream>
+
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "data/create_pretraining_data.h"
+#include "data/layouts.h"
+#include "data/tokenizer.h"
+
+namespace bertperf::cli {
+
+namespace {
+
+constexpr const char* kUsage =
+    "usage: bertperf data --vocab VOCAB --out DIR [options] TEXT_FILE...\n"
+    "       bertperf data --checksum HDF5_FILE...\n"
+    "\n"
+    "Creates MLPerf BERT pretraining shards exactly as the reference create_pretraining_data.py:\n"
+    "each text file (one sentence per line, a blank line between documents) is processed with its\n"
+    "own random.Random(seed) and written to DIR/<file name>.hdf5. Prints one hdf5_md5.py checksum\n"
+    "line per output (name<TAB>md5) on stdout; progress goes to stderr.\n"
+    "\n"
+    "options (defaults are the MLPerf settings):\n"
+    "  --input A,B,...        text files, comma-separated (in addition to positional ones)\n"
+    "  --seed N               random seed (12345)\n"
+    "  --dupe-factor N        passes over the documents, each with new masks (10)\n"
+    "  --max-seq-length N     tokens per sequence, [CLS] and [SEP]s included (512)\n"
+    "  --max-predictions N    masked-LM predictions per sequence (76)\n"
+    "  --masked-lm-prob P     fraction of tokens masked (0.15)\n"
+    "  --short-seq-prob P     probability of a shorter target length (0.1)\n"
+    "  --layout L             varlength (h5py vlen, what training reads) or fixed (varlength)\n"
+    "  --eval-samples N       write only DIR/eval_<N>.hdf5: N evenly spaced instances of all\n"
+    "                         inputs, as pick_eval_samples.py (the MLPerf eval set: 10000)\n"
+    "  --threads N            input files processed in parallel (1)\n"
+    "  --checksum             print hdf5_md5.py checksums of the given HDF5 files and exit\n";
+
+std::vector<std::string> split_commas(const std::string& list) {
+  std::vector<std::string> out;
+  std::stringstream in(list);
+  for (std::string item; std::getline(in, item, ',');)
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+}  // namespace
+
+int cmd_data(const Args& args) {
+  const Options opts(args,
+                     {"input", "vocab", "out", "seed", "dupe-factor", "max-seq-length", "max-predictions",
+                      "masked-lm-prob", "short-seq-prob", "layout", "eval-samples", "threads"},
+                     {"checksum", "help"});
+  if (opts.flag("help")) {
+    std::cout << kUsage;
+    return 0;
+  }
+  std::vector<std::string> inputs = opts.positional();
+  if (auto list = opts.get("input")) {
+    const auto more = split_commas(*list);
+    inputs.insert(inputs.end(), more.begin(), more.end());
+  }
+  if (inputs.empty()) throw_input("command line", "no input files (see bertperf data --help)");
+
+  if (opts.flag("checksum")) {
+    for (const auto& path : inputs)
+      std::cout << std::filesystem::path(path).filename().string() << "\t" << hdf5_md5(path) << std::endl;
+    return 0;
+  }
+
+  PretrainingDataConfig config;
+  const int64_t seed = opts.integer("seed", 12345);
+  if (seed < 0) throw_input("command line", "--seed must be non-negative");
+  config.random_seed = static_cast<uint64_t>(seed);
+  config.dupe_factor = static_cast<int>(opts.integer("dupe-factor", 10));
+  config.max_seq_length = static_cast<int>(opts.integer("max-seq-length", 512));
+  config.max_predictions_per_seq = static_cast<int>(opts.integer("max-predictions", 76));
+  config.masked_lm_prob = opts.number("masked-lm-prob", 0.15);
+  config.short_seq_prob = opts.number("short-seq-prob", 0.1);
+  config.validate();
+
+  CreateDataJob job;
+  job.inputs = inputs;
+  job.out_dir = opts.required("out");
+  job.layout = parse_layout(opts.get("layout").value_or("varlength"));
+  job.threads = static_cast<int>(opts.integer("threads", 1));
+  job.eval_samples = opts.integer("eval-samples", 0);
+  if (job.threads < 1) throw_input("command line", "--threads must be at least 1");
+  if (job.eval_samples < 0) throw_input("command line", "--eval-samples must be positive");
+
+  const FullTokenizer tokenizer(Vocab::load(opts.required("vocab")));
+  const auto files = create_pretraining_files(job, tokenizer, config, std::cerr);
+  for (const auto& f : files)
+    if (!f.output.empty()) std::cout << std::filesystem::path(f.output).filename().string() << "\t" << f.checksum << std::endl;
+  return 0;
+}
+
+}  // namespace bertperf::cli
