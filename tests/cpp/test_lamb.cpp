@@ -1,0 +1,358 @@
+// Tests of LAMB, global-norm clipping, gradient accumulation and the LR schedule (optim/) against
+// the formulas of bert-reference.md sections 4.1-4.3, re-derived here in double precision: the
+// oracle below shares no code with the implementation (it even decides the exclusions with its own
+// regex, as the reference does).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <regex>
+
+#include "core/threading.h"
+#include "optim/lamb.h"
+#include "optim/lr_schedule.h"
+
+namespace bertperf {
+namespace {
+
+// ---- the double-precision oracle ----------------------------------------------------------------
+
+struct RefTensor {
+  std::string name;
+  std::vector<double> w, m, v;
+};
+
+// One reference LAMB update at 1-based step t.
+void reference_lamb_step(std::vector<RefTensor>& tensors, const std::vector<std::vector<double>>& grads,
+                         const LambHyperparams& hp, int t, double lr) {
+  const std::regex excluded_pattern("LayerNorm|layer_norm|bias");
+  for (size_t k = 0; k < tensors.size(); ++k) {
+    RefTensor& x = tensors[k];
+    const bool excluded = std::regex_search(x.name, excluded_pattern);
+    std::vector<double> u(x.w.size());
+    double w_norm = 0, u_norm = 0;
+    for (size_t i = 0; i < x.w.size(); ++i) {
+      const double g = grads[k][i];
+      x.m[i] = hp.beta1 * x.m[i] + (1 - hp.beta1) * g;
+      x.v[i] = hp.beta2 * x.v[i] + (1 - hp.beta2) * g * g;
+      const double m_hat = x.m[i] / (1 - std::pow(hp.beta1, t));
+      const double v_hat = x.v[i] / (1 - std::pow(hp.beta2, t));
+      u[i] = m_hat / (std::sqrt(v_hat) + hp.epsilon);
+      if (!excluded) u[i] += hp.weight_decay * x.w[i];
+      w_norm += x.w[i] * x.w[i];
+      u_norm += u[i] * u[i];
+    }
+    w_norm = std::sqrt(w_norm);
+    u_norm = std::sqrt(u_norm);
+    double ratio = 1;
+    if (!excluded && w_norm > 0 && u_norm > 0) ratio = w_norm / u_norm;
+    for (size_t i = 0; i < x.w.size(); ++i) x.w[i] -= ratio * lr * u[i];
+  }
+}
+
+// ---- helpers ------------------------------------------------------------------------------------
+
+struct Fixture {
+  TensorTable table;
+  std::vector<RefTensor> ref;
+
+  void add(const std::string& name, std::vector<int64_t> shape) { table.add(name, std::move(shape)); }
+
+  // Fills the parameters from `init` (per tensor) and mirrors them into the oracle.
+  void load(FlatTensors& params, const std::vector<std::vector<double>>& init) {
+    ref.clear();
+    for (size_t k = 0; k < table.size(); ++k) {
+      float* p = params.get(table[k]);
+      RefTensor r{table[k].name, {}, std::vector<double>(table[k].numel, 0.0), std::vector<double>(table[k].numel, 0.0)};
+      for (size_t i = 0; i < table[k].numel; ++i) {
+        p[i] = static_cast<float>(init[k][i]);
+        r.w.push_back(p[i]);  // the oracle starts from the exact fp32 values
+      }
+      ref.push_back(std::move(r));
+    }
+  }
+};
+
+std::vector<std::vector<double>> random_values(const TensorTable& table, std::mt19937_64& rng, double scale) {
+  std::normal_distribution<double> normal(0.0, scale);
+  std::vector<std::vector<double>> out;
+  for (size_t k = 0; k < table.size(); ++k) {
+    std::vector<double> x(table[k].numel);
+    for (double& e : x) e = static_cast<float>(normal(rng));  // representable in fp32
+    out.push_back(std::move(x));
+  }
+  return out;
+}
+
+void store(FlatTensors& flat, const std::vector<std::vector<double>>& values) {
+  for (size_t k = 0; k < flat.table().size(); ++k)
+    for (size_t i = 0; i < flat.table()[k].numel; ++i) flat.get(flat.table()[k])[i] = static_cast<float>(values[k][i]);
+}
+
+// Compares our parameters with the oracle's. The tolerance is relative to the size of the
+// oracle's total update plus a few fp32 ulps of the weight, so a near-cancelling update is judged
+// by its own accuracy and a wrong formula (ratio, decay, bias correction: all >= 1% effects) fails.
+void expect_params_match(const FlatTensors& params, const std::vector<RefTensor>& ref,
+                         const std::vector<std::vector<double>>& ref_start, double rel_tol) {
+  for (size_t k = 0; k < ref.size(); ++k) {
+    const float* p = params.get(params.table()[k]);
+    for (size_t i = 0; i < ref[k].w.size(); ++i) {
+      const double moved = std::fabs(ref[k].w[i] - ref_start[k][i]);
+      const double ulps = 4 * 1.2e-7 * std::max(std::fabs(ref[k].w[i]), std::fabs(ref_start[k][i]));
+      ASSERT_NEAR(p[i], ref[k].w[i], rel_tol * moved + ulps) << ref[k].name << "[" << i << "]";
+    }
+  }
+}
+
+std::vector<std::vector<double>> weights_of(const std::vector<RefTensor>& ref) {
+  std::vector<std::vector<double>> out;
+  for (const auto& r : ref) out.push_back(r.w);
+  return out;
+}
+
+LambHyperparams typical_hp() {
+  LambHyperparams hp;
+  hp.learning_rate = 2e-3;
+  hp.beta1 = 0.66;
+  hp.beta2 = 0.996;
+  hp.epsilon = 1e-6;
+  hp.weight_decay = 0.01;
+  hp.train_steps = 100;
+  return hp;
+}
+
+// ---- LAMB ---------------------------------------------------------------------------------------
+
+TEST(Lamb, MatchesReferenceForEveryExclusionClassOverSeveralSteps) {
+  Fixture f;
+  f.add("bert/encoder/layer_0/attention/self/query/kernel", {3, 5});  // decay + trust ratio
+  f.add("bert/encoder/layer_0/attention/self/query/bias", {5});       // excluded: bias
+  f.add("bert/embeddings/LayerNorm/gamma", {5});                      // excluded: LayerNorm
+  f.add("encoder/layer_norm/scale", {4});                             // excluded: layer_norm
+  f.add("cls/seq_relationship/output_weights", {2, 5});               // decay + trust ratio
+  f.add("cls/predictions/output_bias", {7});                          // excluded: bias
+  f.add("bert/embeddings/word_embeddings", {700, 100});               // spans several work chunks
+  const LambHyperparams hp = typical_hp();
+  std::mt19937_64 rng(1234);
+  FlatTensors params(f.table), grads(f.table);
+  f.load(params, random_values(f.table, rng, 0.5));
+  const auto start = weights_of(f.ref);
+  Lamb lamb(f.table, hp);
+  const double lrs[] = {1e-3, 2e-3, 5e-4};
+  for (int t = 1; t <= 3; ++t) {
+    const auto g = random_values(f.table, rng, 0.1 * t);
+    store(grads, g);
+    lamb.step(params, grads, lrs[t - 1]);
+    reference_lamb_step(f.ref, g, hp, t, lrs[t - 1]);
+    EXPECT_EQ(lamb.steps_taken(), t);
+    expect_params_match(params, f.ref, start, 1e-4);
+  }
+  // The moments too, against the oracle's.
+  for (size_t k = 0; k < f.ref.size(); ++k)
+    for (size_t i = 0; i < f.ref[k].m.size(); i += 97) {
+      EXPECT_NEAR(lamb.m().get(f.table[k])[i], f.ref[k].m[i], 1e-6 * (1 + std::fabs(f.ref[k].m[i])));
+      EXPECT_NEAR(lamb.v().get(f.table[k])[i], f.ref[k].v[i], 1e-6 * (1 + std::fabs(f.ref[k].v[i])));
+    }
+}
+
+TEST(Lamb, ExcludedTensorTakesPlainAdamStepWithoutDecay) {
+  // Direct check of the exclusion semantics, independent of the oracle: for an excluded tensor the
+  // first bias-corrected Adam step is m_hat / (sqrt(v_hat) + eps) = g / (|g| + eps) per element,
+  // so every element moves by lr * sign(g) (almost exactly), whatever the weight.
+  TensorTable table;
+  table.add("bert/pooler/dense/bias", {3});
+  FlatTensors params(table), grads(table);
+  const float w0[] = {10.0f, -3.0f, 0.5f}, g[] = {0.2f, -4.0f, 1e-3f};
+  std::copy(w0, w0 + 3, params.get(table[0]));
+  std::copy(g, g + 3, grads.get(table[0]));
+  Lamb lamb(table, typical_hp());
+  lamb.step(params, grads, 0.1);
+  for (int i = 0; i < 3; ++i) {
+    const double expected = w0[i] - 0.1 * g[i] / (std::fabs(g[i]) + 1e-6);
+    EXPECT_NEAR(params.get(table[0])[i], expected, 1e-5) << i;
+  }
+}
+
+TEST(Lamb, ZeroNormWeightUsesRatioOne) {
+  Fixture f;
+  f.add("a/kernel", {6});
+  LambHyperparams hp = typical_hp();
+  FlatTensors params(f.table), grads(f.table);
+  f.load(params, {std::vector<double>(6, 0.0)});
+  std::mt19937_64 rng(7);
+  const auto g = random_values(f.table, rng, 1.0);
+  store(grads, g);
+  Lamb lamb(f.table, hp);
+  lamb.step(params, grads, 0.01);
+  reference_lamb_step(f.ref, g, hp, 1, 0.01);
+  expect_params_match(params, f.ref, {std::vector<double>(6, 0.0)}, 1e-4);
+  // Ratio 1, not 0: the zero weight moved by the full lr * u.
+  double moved = 0;
+  for (int i = 0; i < 6; ++i) moved += std::fabs(params.get(f.table[0])[i]);
+  EXPECT_GT(moved, 6 * 0.01 * 0.5);
+}
+
+TEST(Lamb, ZeroNormUpdateLeavesWeightFinite) {
+  // No gradient and no weight decay: u = 0 while |w| > 0; |w| / |u| must not be taken.
+  TensorTable table;
+  table.add("a/kernel", {4});
+  table.add("b/kernel", {2});
+  LambHyperparams hp = typical_hp();
+  hp.weight_decay = 0;
+  FlatTensors params(table), grads(table);
+  const float w0[] = {1.0f, -2.0f, 3.0f, 0.25f};
+  std::copy(w0, w0 + 4, params.get(table[0]));
+  grads.get(table[1])[0] = 1.0f;  // the other tensor trains normally
+  params.get(table[1])[0] = 1.0f;
+  Lamb lamb(table, hp);
+  lamb.step(params, grads, 0.5);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(params.get(table[0])[i], w0[i]);
+  EXPECT_TRUE(std::isfinite(params.get(table[1])[0]));
+  EXPECT_LT(params.get(table[1])[0], 1.0f);
+}
+
+TEST(Lamb, FirstWarmupStepHasZeroRateButMovesMoments) {
+  Fixture f;
+  f.add("bert/encoder/layer_0/output/dense/kernel", {4, 3});
+  f.add("bert/encoder/layer_0/output/dense/bias", {3});
+  LambHyperparams hp = typical_hp();
+  hp.warmup_steps = 10;
+  hp.start_warmup_step = 0;
+  std::mt19937_64 rng(99);
+  FlatTensors params(f.table), grads(f.table);
+  f.load(params, random_values(f.table, rng, 1.0));
+  const auto start = weights_of(f.ref);
+  Lamb lamb(f.table, hp);
+  const double lr0 = learning_rate(hp, lamb.steps_taken());
+  EXPECT_EQ(lr0, 0.0);
+  const auto g1 = random_values(f.table, rng, 0.3);
+  store(grads, g1);
+  lamb.step(params, grads, lr0);
+  reference_lamb_step(f.ref, g1, hp, 1, lr0);
+  for (size_t k = 0; k < f.table.size(); ++k)
+    for (size_t i = 0; i < f.table[k].numel; ++i) {
+      EXPECT_EQ(params.get(f.table[k])[i], static_cast<float>(f.ref[k].w[i])) << "lr 0 moved a weight";
+      EXPECT_NEAR(lamb.m().get(f.table[k])[i], (1 - hp.beta1) * g1[k][i], 1e-7);
+      EXPECT_NEAR(lamb.v().get(f.table[k])[i], (1 - hp.beta2) * g1[k][i] * g1[k][i], 1e-9);
+    }
+  // The second step sees t = 2 bias correction and the moments of the first.
+  const double lr1 = learning_rate(hp, lamb.steps_taken());
+  EXPECT_DOUBLE_EQ(lr1, hp.learning_rate / 10);
+  const auto g2 = random_values(f.table, rng, 0.3);
+  store(grads, g2);
+  lamb.step(params, grads, lr1);
+  reference_lamb_step(f.ref, g2, hp, 2, lr1);
+  expect_params_match(params, f.ref, start, 1e-4);
+}
+
+TEST(Lamb, ResultsDoNotDependOnThreadCount) {
+  TensorTable table;
+  table.add("bert/embeddings/word_embeddings", {1000, 97});
+  table.add("bert/embeddings/LayerNorm/beta", {97});
+  std::mt19937_64 rng(5);
+  const auto w = random_values(table, rng, 1.0), g = random_values(table, rng, 0.01);
+  auto run = [&](int threads) {
+    set_cpu_threads(threads);
+    auto params = std::make_unique<FlatTensors>(table);
+    FlatTensors grads(table);
+    store(*params, w);
+    store(grads, g);
+    Lamb lamb(table, typical_hp());
+    lamb.step(*params, grads, 1e-3);
+    lamb.step(*params, grads, 1e-3);
+    return params;
+  };
+  const auto one = run(1), two = run(2);
+  EXPECT_EQ(std::memcmp(one->data(), two->data(), one->size() * sizeof(float)), 0);
+}
+
+// ---- clipping and accumulation ------------------------------------------------------------------
+
+TEST(Clip, ScalesToMaxNormOnlyAboveItAndIgnoresPadding) {
+  TensorTable table;
+  table.add("a", {1});  // followed by 63 floats of padding
+  table.add("b", {1});
+  FlatTensors g(table);
+  g.get(table[0])[0] = 3;
+  g.get(table[1])[0] = 4;
+  g.data()[1] = 100;  // padding: must not count
+  EXPECT_DOUBLE_EQ(global_norm(g), 5.0);
+  EXPECT_DOUBLE_EQ(clip_by_global_norm(g, 1.0), 5.0);
+  EXPECT_FLOAT_EQ(g.get(table[0])[0], 0.6f);
+  EXPECT_FLOAT_EQ(g.get(table[1])[0], 0.8f);
+  // Below the threshold: untouched (the factor is 1 / max(norm, 1), never above 1).
+  EXPECT_NEAR(clip_by_global_norm(g, 2.0), 1.0, 1e-7);
+  EXPECT_FLOAT_EQ(g.get(table[0])[0], 0.6f);
+  // A non-finite norm is reported and nothing is scaled.
+  g.get(table[1])[0] = std::numeric_limits<float>::infinity();
+  EXPECT_FALSE(std::isfinite(clip_by_global_norm(g, 1.0)));
+  EXPECT_FLOAT_EQ(g.get(table[0])[0], 0.6f);
+}
+
+TEST(GradAccumulation, ClipsEachMicroBatchThenAveragesByN) {
+  TensorTable table;
+  table.add("x", {2});
+  GradAccumulator acc(table, 2, 1.0);
+  FlatTensors micro(table);
+  micro.get(table[0])[0] = 3;  // norm 5: clipped to (0.6, 0.8)
+  micro.get(table[0])[1] = 4;
+  EXPECT_DOUBLE_EQ(acc.add(micro), 5.0);
+  EXPECT_FALSE(acc.ready());
+  micro.get(table[0])[0] = 0.3f;  // norm 0.5: kept
+  micro.get(table[0])[1] = -0.4f;
+  EXPECT_NEAR(acc.add(micro), 0.5, 1e-7);
+  EXPECT_TRUE(acc.ready());
+  // (0.6 + 0.3) / 2 and (0.8 - 0.4) / 2. Clipping the sum instead would give (0.9, 0.4) / |.|.
+  EXPECT_NEAR(acc.gradient().get(table[0])[0], 0.45, 1e-7);
+  EXPECT_NEAR(acc.gradient().get(table[0])[1], 0.2, 1e-7);
+  acc.reset();
+  EXPECT_FALSE(acc.ready());
+  EXPECT_EQ(acc.gradient().get(table[0])[0], 0.0f);
+}
+
+// ---- the learning-rate schedule -----------------------------------------------------------------
+
+TEST(Schedule, WarmupFromZeroThenLinearDecay) {
+  LambHyperparams hp;
+  hp.learning_rate = 2e-3;
+  hp.train_steps = 100;
+  hp.warmup_steps = 10;
+  hp.start_warmup_step = 0;
+  EXPECT_EQ(learning_rate(hp, 0), 0.0);
+  EXPECT_NEAR(learning_rate(hp, 4), 8e-4, 1e-15);
+  EXPECT_NEAR(learning_rate(hp, 9), 1.8e-3, 1e-15);
+  EXPECT_NEAR(learning_rate(hp, 10), 2e-3 * (1 - 10.0 / 100), 1e-15);  // first decayed step
+  EXPECT_NEAR(learning_rate(hp, 55), 9e-4, 1e-15);
+  EXPECT_EQ(learning_rate(hp, 100), 0.0);
+  EXPECT_EQ(learning_rate(hp, 150), 0.0);  // after T: held at the end rate, never negative
+}
+
+TEST(Schedule, NegativeStartWarmupJumpsAtTheBoundary) {
+  // The published GBS-8192 reference point: lr 0.00288293, T 600, warmup 287, start -76.
+  LambHyperparams hp;
+  hp.learning_rate = 0.00288293;
+  hp.train_steps = 600;
+  hp.warmup_steps = 287;
+  hp.start_warmup_step = -76;
+  EXPECT_NEAR(learning_rate(hp, 0), 0.00288293 * 76 / 287, 1e-15);
+  EXPECT_NEAR(learning_rate(hp, 210), 0.00288293 * 286 / 287, 1e-15);  // last warmup step
+  // First decayed step: the decay is taken at the step itself (211), not at step - start (287).
+  EXPECT_NEAR(learning_rate(hp, 211), 0.00288293 * (1 - 211.0 / 600), 1e-15);
+  EXPECT_NEAR(learning_rate(hp, 599), 0.00288293 / 600, 1e-15);
+  EXPECT_EQ(learning_rate(hp, 600), 0.0);
+}
+
+TEST(Schedule, NoWarmupAndPolyPower) {
+  LambHyperparams hp;
+  hp.learning_rate = 2e-3;
+  hp.train_steps = 100;
+  hp.warmup_steps = 0;
+  hp.start_warmup_step = -50;  // ignored without warmup
+  EXPECT_EQ(learning_rate(hp, 0), 2e-3);
+  hp.poly_power = 2.0;
+  EXPECT_NEAR(learning_rate(hp, 25), 2e-3 * 0.75 * 0.75, 1e-15);
+}
+
+}  // namespace
+}  // namespace bertperf
