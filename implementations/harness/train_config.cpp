@@ -78,6 +78,7 @@ struct Benchmark {
   EvalCadence cadence;
   int64_t max_samples = 0;  // 0: none at the benchmark level
   int runs = 0;
+  std::string division;  // "" or "open"
 };
 
 Benchmark load_benchmark(const std::string& path) {
@@ -92,6 +93,9 @@ Benchmark load_benchmark(const std::string& path) {
   b.eval_samples = f.required<int64_t>("eval_samples");
   b.max_samples = f.optional<int64_t>("max_samples", 0);
   b.runs = f.required<int>("runs");
+  b.division = f.optional<std::string>("division", "");
+  require(b.division.empty() || b.division == "open", path,
+          "field 'division' may only be \"open\" (a benchmark that is not the closed one); omit it otherwise");
   {
     const std::string where = path + ": eval_interval";
     JsonFields c(f.raw("eval_interval"), where);
@@ -247,6 +251,7 @@ TrainConfig load_train_config(const std::string& path, bool check_data) {
   c.target_accuracy = bench.target_accuracy;
   c.eval_samples = bench.eval_samples;
   c.runs = bench.runs;
+  c.division = bench.division;
   const int64_t gbs = c.global_batch_size();
   c.eval_interval_samples = interval_override > 0 ? interval_override : bench.cadence.interval(gbs);
   c.max_samples = max_override > 0                 ? max_override

@@ -70,6 +70,7 @@ struct TrainConfig {
   // From benchmark.json.
   std::string submission_benchmark = "bert";  // the MLPerf keyword logged and used as result folder
   int runs = 10;                              // runs per result set
+  std::string division;  // "open" when the benchmark is not the closed one (mini); "" = the system's
 
   int64_t global_batch_size() const { return int64_t(local_batch_size) * grad_accum_steps * ranks; }
 };

@@ -1,0 +1,71 @@
+// One timed MLPerf run: the full :::MLLOG event sequence around a training session, from
+// cache_clear to run_stop, as the compliance rules of rulesets 2.1.0 and 5.0.0 want it.
+//
+// Init (untimed): cache_clear, init_start, submission_* keys from the system description, the
+// seed (once), every hyperparameter (both opt_lamb_epsilon and the older opt_epsilon), model
+// construction and one weights_initialization per tensor, init_stop. Then run_start, one block,
+// and at each eval point tracked_stats (training throughput), eval_start/eval_stop/eval_accuracy
+// with epoch_num = samples trained, until the target is reached (status success) or the sample
+// limit or a non-finite loss ends the run (status aborted); train_samples and eval_samples come
+// before run_stop. A progress line goes to stderr only, so it never enters the log.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "harness/system_description.h"
+#include "harness/train_config.h"
+#include "harness/train_session.h"
+#include "mllog/mllog.h"
+
+namespace bertperf {
+
+// What a timed run needs from training. TrainSession provides it (make_train_session); tests
+// provide scripted trajectories to exercise the log sequence without training a model.
+class TrainingRun {
+ public:
+  virtual ~TrainingRun() = default;
+  virtual std::vector<std::string> tensor_names() const = 0;
+  virtual TrainProgress train_until(int64_t target_samples,
+                                    const std::function<void(const TrainProgress&)>& on_step) = 0;
+  virtual EvalResult evaluate() = 0;
+};
+
+using TrainingRunFactory = std::function<std::unique_ptr<TrainingRun>(const TrainConfig&, uint64_t seed)>;
+
+// The real thing: a TrainSession (harness/session_run.cpp).
+std::unique_ptr<TrainingRun> make_train_session(const TrainConfig& config, uint64_t seed);
+
+struct TimedRunOptions {
+  std::optional<uint64_t> seed;  // default: fresh from /dev/urandom (closed-division rule)
+  bool progress = true;          // the stderr progress line
+};
+
+struct TimedRunResult {
+  bool success = false;      // the target accuracy was reached
+  std::string status;        // "success" or "aborted", as logged in run_stop
+  std::string abort_reason;  // empty on success
+  uint64_t seed = 0;
+  int64_t samples_trained = 0;
+  int evaluations = 0;
+  double best_accuracy = 0;
+  int64_t run_start_ms = 0;
+  int64_t run_stop_ms = 0;
+};
+
+// A seed from /dev/urandom, below 2^31 so every consumer of the log reads it as a plain int.
+uint64_t fresh_seed();
+
+// Evicts the config's data files from the page cache (what an unprivileged process can do toward
+// the "flush caches before each run" rule).
+void evict_data_from_page_cache(const TrainConfig& config);
+
+// Runs one timed run, logging through `log` (which drops lines on ranks other than 0).
+TimedRunResult timed_run(const TrainConfig& config, const SystemDescription& system, mllog::Logger& log,
+                         const TimedRunOptions& options, const TrainingRunFactory& make_run = make_train_session);
+
+}  // namespace bertperf
