@@ -13,6 +13,7 @@ from typing import List, Sequence
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
+from matplotlib.transforms import blended_transform_factory
 
 from . import ReportInputError
 from .systems import MAX_DROPPED_RUNS, ResultSet
@@ -87,7 +88,7 @@ def _time_figure(sets: Sequence[ResultSet]) -> Figure:
         times = sorted(s.times_min)
         trimmed_hi = MAX_DROPPED_RUNS - s.dropped
         for k, t in enumerate(times):
-            counted = MAX_DROPPED_RUNS <= k < len(times) - trimmed_hi
+            counted = s.score_min is not None and MAX_DROPPED_RUNS <= k < len(times) - trimmed_hi
             # Runs that converge at the same eval take the same time; a small vertical
             # spread keeps every one of them visible.
             spread = 0.04 * (k - (len(times) - 1) / 2)
@@ -100,6 +101,9 @@ def _time_figure(sets: Sequence[ResultSet]) -> Figure:
             ax.plot([s.score_min] * 2, [y - 0.32, y + 0.32], color=_colour(row), linewidth=3)
             ax.annotate(f"score {s.score_min:.3f} min  ({len(s.converged_runs)}/{len(s.runs)} converged)",
                         (s.score_min, y + 0.34), ha="center", va="bottom", fontsize=11)
+        elif times:
+            ax.annotate(f"no score: {s.dropped} of {len(s.runs)} runs did not converge",
+                        (sum(times) / len(times), y + 0.34), ha="center", va="bottom", fontsize=11)
     ax.set_yticks(range(len(sets)), [s.label for s in reversed(sets)], fontsize=11)
     ax.set_ylim(-0.7, len(sets) - 0.3)
     ax.set_xlabel("time to train (minutes, run_start to run_stop)", fontsize=11)
@@ -126,6 +130,9 @@ def _throughput_figure(sets: Sequence[ResultSet]) -> Figure:
             base = len(sets) - 1 - row
             scale = s.accelerators if divide else 1
             if not scale:
+                ax.text(0.02, base, "accelerator count unknown\n(no systems/<system>.json)",
+                        transform=blended_transform_factory(ax.transAxes, ax.transData),
+                        va="center", fontsize=10, color="dimgray")
                 continue
             for k, (attr, _) in enumerate(THROUGHPUTS):
                 y = base + 0.4 - height * (k + 0.5)

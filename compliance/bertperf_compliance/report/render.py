@@ -44,7 +44,8 @@ SYSTEM_COLUMNS = [
     Column("division", "division"),
     Column("acc", "accelerators"),
     Column("GBS", "global_batch_size"),
-    Column("converged", "converged"),
+    Column("runs", "runs"),
+    Column("converged", "converged_runs"),
     Column("olympic min", "olympic_min", _fixed(4)),
     Column("RCP", "rcp"),
     Column("scaling", "scaling_factor", _fixed(4)),
@@ -99,7 +100,7 @@ def system_rows(sets: Sequence[ResultSet]) -> List[Dict[str, Any]]:
             "accelerators": s.accelerators,
             "global_batch_size": s.global_batch_size,
             "runs": len(s.runs),
-            "converged": f"{len(s.converged_runs)}/{len(s.runs)}",
+            "converged_runs": len(s.converged_runs),
             "olympic_min": s.olympic_min,
             "rcp": s.rcp_verdict,
             "rcp_message": s.rcp_message,
@@ -134,7 +135,7 @@ def run_rows(sets: Sequence[ResultSet], with_curves: bool = False) -> List[Dict[
                 "throughput_effective": r.throughput_effective,
                 "throughput_steady": r.throughput_steady,
                 "throughput_train_only": r.throughput_train_only,
-                "counted": "yes" if r.converged else "no: did not converge",
+                "counted": "yes" if r.converged else f"no: {r.failure}",
             }
             if with_curves:
                 row["eval_samples_inferred"] = r.eval_samples_inferred

@@ -64,7 +64,18 @@ class RunResult:
 
     @property
     def converged(self) -> bool:
-        return self.time_to_train_min is not None and self.status == "success" and self.reached_target
+        return not self.failure
+
+    @property
+    def failure(self) -> str:
+        """Why the run does not count toward the score; empty when it does."""
+        if self.run_stop_ms is None:
+            return "no run_stop"
+        if self.status != "success":
+            return f"run_stop status {self.status!r}"
+        if not self.reached_target:
+            return "never reached the target accuracy"
+        return ""
 
     @property
     def time_to_train_min(self) -> Optional[float]:

@@ -128,11 +128,12 @@ class ResultSet:
 
     @property
     def score_note(self) -> str:
-        if not self.runs:
-            return "no runs"
+        notes = []
         if self.dropped > MAX_DROPPED_RUNS:
-            return f"no score: {self.dropped} of {len(self.runs)} runs did not converge (at most 1 may)"
-        return ""
+            notes.append(f"no score: {self.dropped} of {len(self.runs)} runs did not converge (at most 1 may)")
+        if self.rcp_verdict == "fail":
+            notes.append(f"RCP check failed: {self.rcp_message}")
+        return "; ".join(notes)
 
 
 def _read_system_json(path: str) -> Optional[dict]:
