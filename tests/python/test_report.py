@@ -264,6 +264,17 @@ def test_matches_published_results(org, name, score_col, eff_col, train_col):
 
 @pytest.mark.skipif(not DOC.is_file(), reason=f"published results note not found at {DOC}")
 @needs_shared
+def test_steady_throughput_matches_published_interval_rate():
+    """The note: steady-state interval rate 18,851 (Baidu) vs 18,625 samples/s (NVIDIA)."""
+    quoted = re.search(r"Steady-state interval rate ([0-9,]+) vs ([0-9,]+) samples/s",
+                       DOC.read_text(encoding="utf-8"))
+    for org, published in zip(("v2.1/Baidu", "v2.1/NVIDIA"), quoted.groups()):
+        steady = ours(RESULTS / org).mean_of("throughput_steady")
+        assert steady == pytest.approx(_number(published), rel=2e-4)
+
+
+@pytest.mark.skipif(not DOC.is_file(), reason=f"published results note not found at {DOC}")
+@needs_shared
 def test_baidu_samples_equal_its_rcp_log():
     """Baidu's package_checker.log, quoted in the note, gives its olympic train_samples."""
     quoted = re.search(r"Submission mean epochs: ([0-9.]+)", DOC.read_text(encoding="utf-8"))
@@ -408,6 +419,37 @@ def test_no_regression_against_itself(org, capsys):
     assert comparison["ratio"] == 1.0
     assert comparison["ci_low"] < 1.0 < comparison["ci_high"]
     assert comparison["verdict"] == "within noise"
+
+
+@needs_shared
+def test_baseline_by_label_and_position(capsys):
+    h200 = "NVIDIA/h200_ngc23.09_pytorch"
+    for choice in (h200, "3"):
+        status, out, _ = run_report([RESULTS, "--format", "json", "--baseline", choice], capsys)
+        assert status == 0
+        comparisons = json.loads(out)["comparisons"]
+        assert [c["baseline"] for c in comparisons] == [h200, h200]
+        assert all(c["verdict"] == "faster" and c["ratio"] < 0.5 for c in comparisons)
+    status, _, err = run_report([RESULTS, "--baseline", "9"], capsys)
+    assert status == 2 and err.count("\n") == 1 and "--baseline" in err
+
+
+@needs_shared
+def test_set_without_score_is_not_compared(capsys, tmp_path):
+    org = tmp_path / "NVIDIA"
+    shutil.copytree(RESULTS / "v4.0" / "NVIDIA", org)
+    for n in (1, 2):  # two aborted runs: more than the one the rules tolerate
+        log = org / H200_BERT / f"result_{n}.txt"
+        log.write_text(log.read_text(encoding="latin-1").replace('"status": "success"', '"status": "aborted"'),
+                       encoding="latin-1")
+    status, out, _ = run_report([RESULTS / "v4.0", org, "--format", "json", "--fail-on-regression"], capsys)
+    assert status == 0
+    doc = json.loads(out)
+    assert doc["systems"][1]["score_min"] is None and "2 of 10 runs" in doc["systems"][1]["note"]
+    assert [r["counted"] for r in doc["runs"][10:13]] == [
+        "yes", "no: run_stop status 'aborted'", "no: run_stop status 'aborted'"]
+    (comparison,) = doc["comparisons"]
+    assert comparison["verdict"] == "no score" and not comparison["regression"]
 
 
 @needs_shared

@@ -43,8 +43,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--output", "-o", metavar="FILE", help="write the report here instead of stdout")
     p.add_argument("--plots", metavar="DIR", help="also write PNG plots into DIR")
     p.add_argument("--baseline", metavar="SET", default="1",
-                   help="the set the others are compared with: its number in the systems table "
-                        "(1 = first, the default) or its label")
+                   help="the set the others are compared with: its position in the systems table "
+                        "(1 = first row, the default) or its label")
     p.add_argument("--target", type=float, default=TARGET_ACCURACY,
                    help=f"eval accuracy a run must reach (default {TARGET_ACCURACY})")
     p.add_argument("--confidence", type=float, default=DEFAULT_CONFIDENCE,

@@ -17,6 +17,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from .. import __version__
 from .compare import Comparison
+from .runs import TARGET_ACCURACY
 from .systems import ResultSet
 
 TABLE_NAMES = ("systems", "runs", "comparisons")
@@ -211,14 +212,15 @@ def build_tables(sets: Sequence[ResultSet], comparisons: Sequence[Comparison],
 
 
 def render(fmt: str, sets: Sequence[ResultSet], comparisons: Sequence[Comparison],
-           table: Optional[str] = None, target: float = 0.72) -> str:
+           table: Optional[str] = None, target: float = TARGET_ACCURACY) -> str:
     """The report as text in the given format; `table` limits it to one table (CSV needs one)."""
-    names = [table] if table else [n for n in TABLE_NAMES if n != "comparisons" or comparisons]
     if fmt == "json":
+        names = [table] if table else list(TABLE_NAMES)
         tables = build_tables(sets, comparisons, with_curves=True)
         doc = {"tool": "bertperf-report", "version": __version__, "target_accuracy": target}
         doc.update({n: tables[n] for n in names})
         return json.dumps(doc, indent=2, allow_nan=False) + "\n"
+    names = [table] if table else [n for n in TABLE_NAMES if n != "comparisons" or comparisons]
     tables = build_tables(sets, comparisons)
     if fmt == "csv":
         name = table or "systems"
