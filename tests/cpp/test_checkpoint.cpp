@@ -1,0 +1,164 @@
+// Tests of HDF5 checkpoints (model/checkpoint.h): an exact round trip of a small BERT's parameters
+// in the TF layout, extra tensors (optimizer slots, global_step) ignored, and one InputError line
+// naming the file and the tensor for a missing tensor, a wrong shape, a wrong dtype, a foreign
+// format, a truncated file and a garbage file.
+#include "model/checkpoint.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "core/errors.h"
+#include "core/hdf5.h"
+#include "model/bert_params.h"
+
+namespace bertperf {
+namespace {
+
+namespace fs = std::filesystem;
+
+BertConfig tiny_config() {
+  BertConfig c;
+  c.vocab_size = 50;
+  c.hidden_size = 8;
+  c.num_hidden_layers = 2;
+  c.num_attention_heads = 2;
+  c.intermediate_size = 16;
+  c.max_position_embeddings = 16;
+  return c;
+}
+
+class CheckpointTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("bertperf_test_checkpoint_" + std::to_string(getpid()));
+    fs::create_directories(dir_);
+    // Random values everywhere (gammas and biases too), so a swapped or skipped tensor shows.
+    std::mt19937 rng(17);
+    std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+    for (const TensorInfo& t : table_.tensors())
+      for (size_t i = 0; i < t.numel; ++i) params_.get(t)[i] = uniform(rng);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+
+  // Writes the parameters through the raw HDF5 layer, leaving out `skip` and applying `edit` last.
+  template <typename Edit>
+  std::string write_by_hand(const std::string& name, const std::string& skip, Edit&& edit) {
+    const std::string p = path(name);
+    h5::File f = h5::File::create(p);
+    for (const TensorInfo& t : table_.tensors())
+      if (t.name != skip) f.write(t.name, params_.get(t), t.shape);
+    edit(f);
+    f.commit();
+    return p;
+  }
+
+  void expect_load_error(const std::string& file, std::initializer_list<std::string> parts) {
+    FlatTensors loaded(table_);
+    try {
+      load_checkpoint(loaded, file);
+      FAIL() << "loaded " << file << " without error";
+    } catch (const InputError& e) {
+      const std::string msg = e.what();
+      for (const auto& p : parts) EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' not in: " << msg;
+      EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+    }
+  }
+
+  fs::path dir_;
+  BertConfig config_ = tiny_config();
+  TensorTable table_ = bert_parameter_table(config_);
+  FlatTensors params_{table_};
+};
+
+TEST_F(CheckpointTest, RoundTripIsExactAndUsesTfNamesAndShapes) {
+  const std::string p = path("model.h5");
+  save_checkpoint(params_, p);
+  FlatTensors loaded(table_);
+  load_checkpoint(loaded, p);
+  for (const TensorInfo& t : table_.tensors())
+    EXPECT_EQ(std::memcmp(loaded.get(t), params_.get(t), t.numel * sizeof(float)), 0) << t.name;
+
+  // The file itself: one float32 dataset per TF name with the TF shape, and the format stamp.
+  const h5::File f = h5::File::open(p);
+  EXPECT_EQ(f.datasets().size(), table_.size());
+  const h5::DatasetInfo q = f.info("bert/encoder/layer_1/intermediate/dense/kernel");
+  EXPECT_EQ(q.dtype, h5::DType::f32);
+  EXPECT_EQ(q.shape, (std::vector<int64_t>{8, 16}));
+  EXPECT_EQ(f.info("cls/seq_relationship/output_weights").shape, (std::vector<int64_t>{2, 8}));
+  EXPECT_EQ(f.attr_string("", "format"), kCheckpointFormat);
+  EXPECT_EQ(f.attr_int("", "version"), kCheckpointVersion);
+}
+
+TEST_F(CheckpointTest, ExtraTensorsAndMissingFormatStampAreAccepted) {
+  const std::vector<float> slot(8, 3.0f);
+  const std::string p = write_by_hand("extra.h5", "", [&](h5::File& f) {
+    f.write("bert/encoder/layer_0/attention/self/query/adam_m", slot, {8});
+    f.write("bert/embeddings/word_embeddings_LAMB", std::vector<float>(400, 1.0f), {50, 8});
+    f.write("global_step", std::vector<int64_t>{28252}, {});
+  });
+  FlatTensors loaded(table_);
+  load_checkpoint(loaded, p);
+  const TensorInfo& w = table_.at("bert/embeddings/word_embeddings");
+  EXPECT_EQ(std::memcmp(loaded.get(w), params_.get(w), w.numel * sizeof(float)), 0);
+}
+
+TEST_F(CheckpointTest, MissingTensorIsNamed) {
+  const std::string gone = "bert/encoder/layer_1/attention/output/LayerNorm/beta";
+  const std::string p = write_by_hand("missing.h5", gone, [](h5::File&) {});
+  expect_load_error(p, {p, gone, "missing"});
+}
+
+TEST_F(CheckpointTest, WrongShapeIsNamedWithBothShapes) {
+  const std::string name = "bert/pooler/dense/kernel";
+  const std::string p = write_by_hand("shape.h5", name, [&](h5::File& f) {
+    f.write(name, std::vector<float>(8 * 4, 0.0f), {4, 8});
+  });
+  expect_load_error(p, {p, name, "[4,8]", "[8,8]"});
+}
+
+TEST_F(CheckpointTest, WrongDtypeIsNamed) {
+  const std::string name = "cls/predictions/output_bias";
+  const std::string p = write_by_hand("dtype.h5", name, [&](h5::File& f) {
+    f.write(name, std::vector<double>(50, 0.5), {50});
+  });
+  expect_load_error(p, {p, name, "float64"});
+}
+
+TEST_F(CheckpointTest, ForeignFormatAndNewerVersionAreRefused) {
+  const std::string other = write_by_hand("other.h5", "", [](h5::File& f) {
+    f.set_attr("", "format", std::string("keras-weights"));
+  });
+  expect_load_error(other, {other, "keras-weights"});
+  const std::string newer = write_by_hand("newer.h5", "", [](h5::File& f) {
+    f.set_attr("", "format", std::string(kCheckpointFormat));
+    f.set_attr("", "version", kCheckpointVersion + 1);
+  });
+  expect_load_error(newer, {newer, "version"});
+}
+
+TEST_F(CheckpointTest, TruncatedAndGarbageFilesAreNamed) {
+  const std::string good = path("good.h5");
+  save_checkpoint(params_, good);
+  const std::string cut = path("cut.h5");
+  fs::copy_file(good, cut);
+  fs::resize_file(cut, fs::file_size(good) * 2 / 3);
+  expect_load_error(cut, {cut});
+
+  const std::string garbage = path("garbage.h5");
+  {
+    std::ofstream out(garbage, std::ios::binary);
+    std::mt19937 rng(3);
+    for (int i = 0; i < 4096; ++i) out.put(static_cast<char>(rng()));
+  }
+  expect_load_error(garbage, {garbage, "not an HDF5 file"});
+  expect_load_error(path("absent.h5"), {path("absent.h5"), "no such file"});
+}
+
+}  // namespace
+}  // namespace bertperf
