@@ -25,7 +25,7 @@ constexpr size_t kTile = 16384;
 // parallelism would oversubscribe the cores.
 class SingleThreadedBlas {
  public:
-  SingleThreadedBlas() : saved_(openblas_get_num_threads()) {
+  explicit SingleThreadedBlas(bool active) : saved_(active ? openblas_get_num_threads() : 1) {
     if (saved_ != 1) openblas_set_num_threads(1);
   }
   ~SingleThreadedBlas() {
@@ -37,6 +37,11 @@ class SingleThreadedBlas {
  private:
   int saved_;
 };
+
+// Tiny problems (tests, toy models) stay on one thread: a parallel region costs more than the work.
+inline bool worth_parallel(int B, int S, int A, int D) {
+  return B * A > 1 && static_cast<double>(B) * A * S * S * D > 1e6;
+}
 
 // Whether key t is hidden from query f (see ops.h): padding keys always, and real tokens of a
 // different sequence of the same packed row.
@@ -75,8 +80,9 @@ void attention_forward(T* ctx, T* probs, const T* q, const T* k, const T* v, con
   const T score_scale = T(1) / std::sqrt(T(D));
   const T keep_scale = dropout_scale<T>(drop_prob);
   const size_t SS = static_cast<size_t>(S) * S;
-  SingleThreadedBlas single;
-#pragma omp parallel for schedule(dynamic, 1)
+  const bool parallel = worth_parallel(B, S, A, D);
+  SingleThreadedBlas single(parallel);
+#pragma omp parallel for schedule(dynamic, 1) if (parallel)
   for (int bh = 0; bh < B * A; ++bh) {
     const int b = bh / A, h = bh % A;
     const size_t head = static_cast<size_t>(b) * S * AD + static_cast<size_t>(h) * D;
@@ -114,8 +120,9 @@ void attention_backward(T* dq, T* dk, T* dv, T* scratch, const T* dctx, const T*
   const T score_scale = T(1) / std::sqrt(T(D));
   const T keep_scale = dropout_scale<T>(drop_prob);
   const size_t SS = static_cast<size_t>(S) * S;
-  SingleThreadedBlas single;
-#pragma omp parallel for schedule(dynamic, 1)
+  const bool parallel = worth_parallel(B, S, A, D);
+  SingleThreadedBlas single(parallel);
+#pragma omp parallel for schedule(dynamic, 1) if (parallel)
   for (int bh = 0; bh < B * A; ++bh) {
     const int b = bh / A, h = bh % A;
     const size_t head = static_cast<size_t>(b) * S * AD + static_cast<size_t>(h) * D;
