@@ -93,8 +93,9 @@ def system_rows(sets: Sequence[ResultSet]) -> List[Dict[str, Any]]:
         effective = s.mean_of("throughput_effective")
         rows.append({
             "label": s.label,
+            "tree": s.source,
             "path": s.bench_dir,
-            "submitter": s.org,
+            "submitter": s.submitter,
             "system": s.system,
             "benchmark": s.benchmark,
             "division": s.division,

@@ -65,7 +65,7 @@ class ResultSet:
     bench_dir: str
     benchmark: str
     system: str
-    org: Optional[str]
+    submitter: Optional[str]
     source: str
     runs: List[RunResult] = field(default_factory=list)
     division: Optional[str] = None
@@ -78,8 +78,12 @@ class ResultSet:
 
     @property
     def identity(self) -> str:
-        """Same identity in two trees means the same system: a regression can be flagged."""
-        return f"{self.org}/{self.system}" if self.org else self.system
+        """Same identity in two trees means the same system: a regression can be flagged.
+
+        It comes from the system description, never from where a tree happens to be stored,
+        so a result tree and its copy elsewhere are the same system.
+        """
+        return f"{self.submitter}/{self.system}" if self.submitter else self.system
 
     @property
     def converged_runs(self) -> List[RunResult]:
@@ -136,7 +140,7 @@ class ResultSet:
         return "; ".join(notes)
 
 
-def _read_system_json(path: str) -> Optional[dict]:
+def _read_json_object(path: str) -> Optional[dict]:
     try:
         with open(path, encoding="utf-8") as handle:
             data = json.load(handle)
@@ -157,7 +161,7 @@ def _read_scaling(bench_dir: str) -> Optional[float]:
     path = os.path.join(bench_dir, "scaling.json")
     if not os.path.isfile(path):
         return None
-    data = _read_system_json(path)
+    data = _read_json_object(path)
     factor = data.get("scaling_factor") if data else None
     if isinstance(factor, bool) or not isinstance(factor, (int, float)):
         raise ReportInputError(f"{path}: expected a JSON object with a numeric scaling_factor")
@@ -165,20 +169,23 @@ def _read_scaling(bench_dir: str) -> Optional[float]:
 
 
 def _make_set(bench_dir: str, source: str, target: float) -> ResultSet:
-    bench_dir = os.path.normpath(bench_dir)
+    bench_dir = os.path.abspath(bench_dir)
     system_dir = os.path.dirname(bench_dir)
     results_dir = os.path.dirname(system_dir)
-    org_dir = os.path.dirname(results_dir) if os.path.basename(results_dir) == "results" else None
     result_set = ResultSet(
         bench_dir=bench_dir,
         benchmark=os.path.basename(bench_dir),
-        system=os.path.basename(system_dir) or bench_dir,
-        org=os.path.basename(org_dir) if org_dir else None,
+        system=os.path.basename(system_dir),
+        submitter=None,
         source=source,
     )
-    if org_dir:
-        desc = _read_system_json(os.path.join(org_dir, "systems", result_set.system + ".json"))
+    # MLPerf layout: <org>/results/<system>/<benchmark>/ beside <org>/systems/<system>.json.
+    if os.path.basename(results_dir) == "results":
+        desc_path = os.path.join(os.path.dirname(results_dir), "systems", result_set.system + ".json")
+        desc = _read_json_object(desc_path)
         if desc:
+            submitter = desc.get("submitter")
+            result_set.submitter = submitter if isinstance(submitter, str) and submitter else None
             result_set.division = desc.get("division")
             result_set.accelerators = _accelerator_count(desc)
     files = sorted(glob.glob(os.path.join(glob.escape(bench_dir), "result_*.txt")), key=_run_order)
