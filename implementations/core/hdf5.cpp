@@ -601,6 +601,24 @@ int64_t File::attr_int(const std::string& key, const std::string& name) const {
   return value;
 }
 
+double File::attr_double(const std::string& key, const std::string& name) const {
+  Lock lock;
+  const std::string k = normalize(key);
+  if (!has_attr(k, name)) fail(k, cat("has no attribute '", name, "'"));
+  Id obj(open_object(k), H5Oclose);
+  Id attr(H5Aopen(obj.get(), name.c_str(), H5P_DEFAULT), H5Aclose);
+  Id type(H5Aget_type(attr.get()), H5Tclose);
+  Id space(H5Aget_space(attr.get()), H5Sclose);
+  if (!attr.ok() || !type.ok() || !space.ok()) fail(k, cat("attribute '", name, "' cannot be read", take_hdf5_error()));
+  const H5T_class_t cls = H5Tget_class(type.get());
+  if ((cls != H5T_FLOAT && cls != H5T_INTEGER) || H5Sget_simple_extent_npoints(space.get()) != 1)
+    fail(k, cat("attribute '", name, "' is not a single number"));
+  double value = 0;
+  if (H5Aread(attr.get(), H5T_NATIVE_DOUBLE, &value) < 0)
+    fail(k, cat("attribute '", name, "' cannot be read", take_hdf5_error()));
+  return value;
+}
+
 // ---- the element types we support --------------------------------------------------------------
 
 #define BERTPERF_H5_INSTANTIATE(T)                                                                  \

@@ -117,6 +117,8 @@ class File {
   void set_attr(const std::string& key, const std::string& name, int64_t value);
   std::string attr_string(const std::string& key, const std::string& name) const;
   int64_t attr_int(const std::string& key, const std::string& name) const;
+  // A single integer or floating-point attribute, as double.
+  double attr_double(const std::string& key, const std::string& name) const;
 
   // Flushes, closes and renames the temporary into place (files from create() only).
   void commit();
