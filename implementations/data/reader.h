@@ -1,6 +1,27 @@
-// The training-data reader: MLPerf HDF5 shards (fixed-length, variable-length or packed layouts)
-// turned into Batches for the model. Shards are split across ranks, samples shuffled per epoch from
-// the run seed, and the next batch is read on a background thread while the current one trains.
+// The training-data reader: MLPerf HDF5 shards (fixed-length, variable-length or packed layouts,
+// data/layouts.h) turned into Batches for the model. Shards are split across ranks, samples
+// shuffled per epoch from the run seed, and the next batch is read on a background thread while
+// the current one trains.
+//
+// Split across ranks: with at least as many files as ranks, rank r owns files r, r+W, r+2W, ... (in
+// the order given); with fewer files, every rank reads every file and takes rows r, r+W, ... of
+// their concatenation (after the common per-epoch shuffle when shuffling).
+//
+// Deterministic shuffle (shuffle = true), reproducible in Python with random.Random:
+//   epoch_key(e)    = splitmix64(seed + e)
+//   shard order     = Random(epoch_key(e)).shuffle(owned files)           (shard mode)
+//   rows of shard i = Random(splitmix64(epoch_key(e) + i + 1)).shuffle(rows), i = the file's
+//                     position in `files`                                 (shard mode)
+//   all rows        = Random(epoch_key(e)).shuffle(rows of all files)     (sample mode)
+// where splitmix64 is Steele et al.'s finalizer of x + 0x9e3779b97f4a7c15 and Random is CPython's
+// (data/python_random.h). Batches run across shard boundaries; the end of an epoch drops an
+// incomplete batch when drop_last is set.
+//
+// Packing: rows of a packed file keep the file's packing. With `pack` set, unpacked sequences are
+// packed after the shuffle, per shard, into rows of at most `max_sequences_per_row` sequences and
+// seq_len tokens, greedily: each sequence goes into the first of the last 64 open rows where its
+// tokens and predictions fit, else opens a new row; rows are emitted in the order they were opened.
+// Packed batches have `packed_max_predictions` masked-LM slots per row.
 #pragma once
 
 #include <cstdint>
@@ -23,20 +44,33 @@ struct ReaderOptions {
   bool shuffle = true;       // false for eval: the file order, exactly
   bool repeat = true;        // false for eval: stop after one pass
   bool drop_last = true;     // false for eval: the last, smaller batch is kept
+  int vocab_size = 30522;    // token ids and labels must be below this (0: unchecked)
+  bool pack = false;         // pack unpacked sequences into rows (see above)
+  int max_sequences_per_row = 3;
+  int packed_max_predictions = 80;  // slots per packed row: >= 0.15*512 + 3 halves, rounded up
+  int prefetch = 2;          // batches prepared ahead
 };
 
 class PretrainingReader {
  public:
+  // Opens every file this rank reads and checks its layout; bad files throw InputError here.
   explicit PretrainingReader(ReaderOptions options);
   ~PretrainingReader();
-  // Fills `batch` and returns true, or returns false at the end of a non-repeating pass.
+  // Fills `batch` and returns true, or returns false at the end of a non-repeating pass. Errors
+  // found while reading (a damaged shard, a bad record) are thrown from here.
   bool next(Batch& batch);
-  // Total samples over this rank's shards (sequences, also for packed rows).
+  // Total samples over this rank's shards (sequences, also for packed rows; in sample mode with
+  // packed files, those of epoch 0's assignment).
   int64_t samples() const;
+  // Whether batches hold packed rows (a packed file, or `pack`).
+  bool packed() const;
 
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// The mixing function of the shuffle scheme above.
+uint64_t splitmix64(uint64_t x);
 
 }  // namespace bertperf

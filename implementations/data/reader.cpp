@@ -1,0 +1,328 @@
+// The training-data reader (reader.h): a producer thread walks epochs, shards and rows and builds
+// batches into a small queue; next() takes them.
+#include "data/reader.h"
+
+#include <algorithm>
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <map>
+#include <mutex>
+#include <numeric>
+#include <thread>
+
+#include "core/errors.h"
+#include "data/layouts.h"
+#include "data/python_random.h"
+
+namespace bertperf {
+
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+namespace {
+
+// A row: indices of its sequences in one shard's SequenceStore.
+using Row = std::vector<size_t>;
+
+// Greedy first-fit packing of sequences (in the given order) into rows (reader.h).
+std::vector<Row> pack_sequences(const SequenceStore& s, const std::vector<size_t>& order, const ReaderOptions& o) {
+  constexpr size_t kWindow = 64;
+  struct Open {
+    size_t row;
+    size_t tokens, predictions;
+  };
+  std::vector<Row> rows;
+  std::deque<Open> open;
+  for (size_t i : order) {
+    const size_t len = s.length(i), preds = s.predictions(i);
+    auto fits = [&](const Open& r) {
+      return rows[r.row].size() < static_cast<size_t>(o.max_sequences_per_row) && r.tokens + len <= static_cast<size_t>(o.seq_len) &&
+             r.predictions + preds <= static_cast<size_t>(o.packed_max_predictions);
+    };
+    auto it = std::find_if(open.begin(), open.end(), fits);
+    if (it == open.end()) {
+      rows.emplace_back();
+      open.push_back({rows.size() - 1, 0, 0});
+      if (open.size() > kWindow) open.pop_front();
+      it = open.end() - 1;
+    }
+    rows[it->row].push_back(i);
+    it->tokens += len;
+    it->predictions += preds;
+    if (rows[it->row].size() == static_cast<size_t>(o.max_sequences_per_row)) open.erase(it);
+  }
+  return rows;
+}
+
+}  // namespace
+
+struct PretrainingReader::Impl {
+  ReaderOptions opt;
+  ShardLimits limits;
+  bool sample_mode = false;
+  bool packed_rows = false;
+  std::vector<size_t> owned;  // indices into opt.files this rank reads (shard mode)
+  int64_t sample_count = 0;
+  std::map<size_t, std::shared_ptr<const ShardData>> cache;  // shards kept in memory across epochs
+  bool cache_all = false;
+
+  // Rows waiting to fill a batch, copied out of their shard.
+  SequenceStore pending;
+  std::vector<size_t> pending_rows{0};  // row k = pending sequences [pending_rows[k], pending_rows[k+1])
+
+  std::thread worker;
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::deque<Batch> queue;
+  bool finished = false, stop = false;
+  std::exception_ptr error;
+
+  std::shared_ptr<const ShardData> load(size_t file) {
+    auto it = cache.find(file);
+    if (it != cache.end()) return it->second;
+    auto data = std::make_shared<const ShardData>(read_shard(opt.files[file], limits));
+    if (data->layout == ShardLayout::packed && !packed_rows)
+      throw_input(opt.files[file], "packed shard mixed with unpacked ones");
+    for (size_t r = 0; r < data->rows() && packed_rows; ++r) {
+      size_t preds = 0;
+      for (size_t q = data->row_offsets[r]; q < data->row_offsets[r + 1]; ++q) preds += data->sequences.predictions(q);
+      if (preds > static_cast<size_t>(opt.packed_max_predictions))
+        throw_input(opt.files[file], cat("row ", r, ": ", preds, " masked-LM predictions, more than the ",
+                                         opt.packed_max_predictions, " slots of a packed row (packed_max_predictions)"));
+    }
+    if (cache_all) cache[file] = data;
+    return data;
+  }
+
+  // The rows of `data` to use, in order: its own rows, or sequences packed by us.
+  std::vector<Row> rows_of(const ShardData& data, std::vector<size_t> row_order) {
+    std::vector<Row> rows;
+    if (opt.pack && data.layout != ShardLayout::packed) {
+      std::vector<size_t> seqs;
+      for (size_t r : row_order)
+        for (size_t q = data.row_offsets[r]; q < data.row_offsets[r + 1]; ++q) seqs.push_back(q);
+      return pack_sequences(data.sequences, seqs, opt);
+    }
+    for (size_t r : row_order) {
+      Row row(data.row_offsets[r + 1] - data.row_offsets[r]);
+      std::iota(row.begin(), row.end(), data.row_offsets[r]);
+      rows.push_back(std::move(row));
+    }
+    return rows;
+  }
+
+  // Pushes a batch, waiting while the queue is full; false when the reader is being destroyed.
+  bool push(Batch&& batch) {
+    std::unique_lock<std::mutex> lock(mutex);
+    changed.wait(lock, [&] { return stop || queue.size() < static_cast<size_t>(std::max(1, opt.prefetch)); });
+    if (stop) return false;
+    queue.push_back(std::move(batch));
+    changed.notify_all();
+    return true;
+  }
+
+  Batch build_batch() {
+    const int B = static_cast<int>(pending_rows.size() - 1), S = opt.seq_len;
+    const int P = packed_rows ? opt.packed_max_predictions : opt.max_predictions;
+    Batch b;
+    b.rows = B;
+    b.seq_len = S;
+    const size_t T = static_cast<size_t>(B) * S;
+    b.input_ids.assign(T, 0);
+    b.segment_ids.assign(T, 0);
+    b.position_ids.assign(T, 0);
+    b.seq_id.assign(T, 0);
+    b.mlm_positions.reserve(static_cast<size_t>(B) * P);
+    for (int r = 0; r < B; ++r) {
+      const size_t base = static_cast<size_t>(r) * S;
+      size_t t = 0;
+      int k = 0;
+      size_t slots = 0;
+      for (size_t q = pending_rows[r]; q < pending_rows[r + 1]; ++q) {
+        ++k;
+        const auto tok = pending.tokens(q);
+        const auto seg = pending.segments(q);
+        b.cls_positions.push_back(static_cast<int32_t>(base + t));
+        b.nsp_labels.push_back(pending.nsp_labels[q]);
+        for (size_t j = 0; j < tok.size(); ++j) {
+          b.input_ids[base + t + j] = tok[j];
+          b.segment_ids[base + t + j] = seg[j];
+          b.position_ids[base + t + j] = static_cast<int32_t>(j);
+          b.seq_id[base + t + j] = k;
+        }
+        const auto pos = pending.positions(q);
+        const auto lab = pending.labels(q);
+        for (size_t j = 0; j < pos.size(); ++j) {
+          b.mlm_positions.push_back(static_cast<int32_t>(base + t + pos[j]));
+          b.mlm_labels.push_back(lab[j]);
+          b.mlm_weights.push_back(1.0f);
+        }
+        slots += pos.size();
+        t += tok.size();
+      }
+      // Padding tokens: unpacked rows keep counting (positions 0..S-1), packed ones restart at 0.
+      for (size_t j = t; j < static_cast<size_t>(S); ++j)
+        b.position_ids[base + j] = static_cast<int32_t>(packed_rows ? j - t : j);
+      // Empty slots point at the row's first token with label 0 and weight 0, as in the reference.
+      for (; slots < static_cast<size_t>(P); ++slots) {
+        b.mlm_positions.push_back(static_cast<int32_t>(base));
+        b.mlm_labels.push_back(0);
+        b.mlm_weights.push_back(0.0f);
+      }
+    }
+    pending = SequenceStore();
+    pending_rows.assign(1, 0);
+    return b;
+  }
+
+  // Adds rows of `data`; emits full batches. False when stopping.
+  bool add_rows(const ShardData& data, const std::vector<Row>& rows) {
+    for (const Row& row : rows) {
+      for (size_t q : row) pending.append_from(data.sequences, q);
+      pending_rows.push_back(pending.size());
+      if (static_cast<int>(pending_rows.size() - 1) == opt.batch_rows && !push(build_batch())) return false;
+    }
+    return true;
+  }
+
+  void produce() {
+    for (uint64_t epoch = 0;; ++epoch) {
+      const uint64_t epoch_key = splitmix64(opt.seed + epoch);
+      if (sample_mode) {
+        // All files as one list of rows; this rank takes every W-th after the common shuffle.
+        std::vector<std::shared_ptr<const ShardData>> shards;
+        std::vector<std::pair<size_t, size_t>> all;  // (file, row)
+        for (size_t f = 0; f < opt.files.size(); ++f) {
+          shards.push_back(load(f));
+          for (size_t r = 0; r < shards.back()->rows(); ++r) all.emplace_back(f, r);
+        }
+        if (opt.shuffle) PythonRandom(epoch_key).shuffle(all);
+        std::vector<std::vector<size_t>> mine(opt.files.size());
+        for (size_t p = static_cast<size_t>(opt.rank); p < all.size(); p += static_cast<size_t>(opt.world_size))
+          mine[all[p].first].push_back(all[p].second);
+        // Rows keep their shuffled order within a file; files follow one another.
+        for (size_t f = 0; f < opt.files.size(); ++f)
+          if (!add_rows(*shards[f], rows_of(*shards[f], mine[f]))) return;
+      } else {
+        std::vector<size_t> order = owned;
+        if (opt.shuffle) PythonRandom(epoch_key).shuffle(order);
+        for (size_t f : order) {
+          const auto data = load(f);
+          std::vector<size_t> row_order(data->rows());
+          std::iota(row_order.begin(), row_order.end(), size_t{0});
+          if (opt.shuffle) PythonRandom(splitmix64(epoch_key + f + 1)).shuffle(row_order);
+          if (!add_rows(*data, rows_of(*data, row_order))) return;
+        }
+      }
+      if (pending.size() > 0) {
+        if (!opt.drop_last) {
+          if (!push(build_batch())) return;
+        } else {
+          pending = SequenceStore();
+          pending_rows.assign(1, 0);
+        }
+      }
+      if (!opt.repeat) return;
+    }
+  }
+};
+
+PretrainingReader::PretrainingReader(ReaderOptions options) : impl_(std::make_unique<Impl>()) {
+  Impl& m = *impl_;
+  m.opt = std::move(options);
+  const ReaderOptions& o = m.opt;
+  if (o.files.empty()) throw_input("data reader", "no data files");
+  if (o.world_size < 1 || o.rank < 0 || o.rank >= o.world_size)
+    throw_input("data reader", cat("rank ", o.rank, " is outside a world of ", o.world_size));
+  if (o.batch_rows < 1) throw_input("data reader", cat("batch_rows must be at least 1, got ", o.batch_rows));
+  if (o.seq_len < 2 || o.max_predictions < 1 || o.max_sequences_per_row < 1 || o.packed_max_predictions < 1)
+    throw_input("data reader", "seq_len, max_predictions, max_sequences_per_row and packed_max_predictions must be positive");
+  if (o.pack && o.max_predictions > o.packed_max_predictions)
+    throw_input("data reader", "packed_max_predictions must be at least max_predictions");
+  m.limits = {o.vocab_size, o.seq_len, o.max_predictions};
+  m.sample_mode = o.files.size() < static_cast<size_t>(o.world_size);
+  for (size_t f = static_cast<size_t>(o.rank); f < o.files.size(); f += static_cast<size_t>(o.world_size)) m.owned.push_back(f);
+
+  // Open and classify every file now, so a missing or foreign file fails before training starts.
+  std::vector<ShardCounts> counts;
+  bool any_packed = false, any_unpacked = false;
+  for (const auto& path : o.files) {
+    counts.push_back(count_shard(path));
+    (counts.back().layout == ShardLayout::packed ? any_packed : any_unpacked) = true;
+  }
+  if (any_packed && any_unpacked) throw_input("data reader", "packed and unpacked shards are mixed in one file list");
+  m.packed_rows = any_packed || o.pack;
+
+  int64_t mine = 0;
+  if (m.sample_mode) {
+    m.cache_all = true;  // fewer files than ranks: few and read every epoch
+    for (size_t f = 0; f < o.files.size(); ++f) mine += counts[f].sequences;
+    if (!any_packed) {
+      const int64_t rows = mine;
+      mine = rows / o.world_size + (o.rank < rows % o.world_size ? 1 : 0);
+    } else {
+      // Packed rows hold different numbers of sequences: count epoch 0's assignment.
+      std::vector<std::pair<size_t, size_t>> all;
+      for (size_t f = 0; f < o.files.size(); ++f)
+        for (int64_t r = 0; r < counts[f].rows; ++r) all.emplace_back(f, static_cast<size_t>(r));
+      if (o.shuffle) PythonRandom(splitmix64(o.seed)).shuffle(all);
+      mine = 0;
+      for (size_t p = static_cast<size_t>(o.rank); p < all.size(); p += static_cast<size_t>(o.world_size)) {
+        auto data = m.load(all[p].first);
+        mine += static_cast<int64_t>(data->row_offsets[all[p].second + 1] - data->row_offsets[all[p].second]);
+      }
+    }
+  } else {
+    int64_t rows_total = 0;
+    for (size_t f : m.owned) {
+      mine += counts[f].sequences;
+      rows_total += counts[f].rows;
+    }
+    m.cache_all = rows_total <= 200000;  // small data (the mini benchmark) stays in memory
+  }
+  m.sample_count = mine;
+  m.worker = std::thread([&m] {
+    try {
+      m.produce();
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(m.mutex);
+      m.error = std::current_exception();
+    }
+    std::lock_guard<std::mutex> lock(m.mutex);
+    m.finished = true;
+    m.changed.notify_all();
+  });
+}
+
+PretrainingReader::~PretrainingReader() {
+  {
+    std::lock_guard<std::mutex> lock(impl_->mutex);
+    impl_->stop = true;
+    impl_->changed.notify_all();
+  }
+  if (impl_->worker.joinable()) impl_->worker.join();
+}
+
+bool PretrainingReader::next(Batch& batch) {
+  Impl& m = *impl_;
+  std::unique_lock<std::mutex> lock(m.mutex);
+  m.changed.wait(lock, [&] { return !m.queue.empty() || m.finished; });
+  if (!m.queue.empty()) {
+    batch = std::move(m.queue.front());
+    m.queue.pop_front();
+    m.changed.notify_all();
+    return true;
+  }
+  if (m.error) std::rethrow_exception(m.error);
+  return false;
+}
+
+int64_t PretrainingReader::samples() const { return impl_->sample_count; }
+bool PretrainingReader::packed() const { return impl_->packed_rows; }
+
+}  // namespace bertperf
