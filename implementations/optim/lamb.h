@@ -82,6 +82,8 @@ class GradAccumulator {
   // Whether n micro-batches have been added since the last reset.
   bool ready() const { return added_ == micro_batches_; }
   const FlatTensors& gradient() const { return sum_; }
+  // Mutable, for the cross-rank all-reduce of the accumulated sum.
+  FlatTensors& gradient() { return sum_; }
   // Zeroes the sum for the next optimizer step.
   void reset();
 
