@@ -8,8 +8,9 @@
 * The olympic average equals the official implementation on random inputs,
   including failed runs.
 * Every output format parses; the plots are PNGs of the promised size.
-* The regression flag fires on a synthetically slowed copy of a tree and not
-  on a tree compared with itself.
+* The regression flag fires on a synthetically slowed copy of a tree (by the
+  score for a large slowdown, by the throughput for a small one) and not on a
+  tree compared with itself or a faster copy.
 * Bad input gives one line on stderr and exit status 2.
 
 Shared data is found in ../shared beside the repository, or where
@@ -332,7 +333,9 @@ def test_csv_parses(table, rows, capsys):
     if table == "runs":
         assert all(float(r["time_to_train_min"]) > 0 for r in parsed)
     if table == "comparisons":
-        assert all(float(r["ci_low"]) <= float(r["ratio"]) <= float(r["ci_high"]) for r in parsed)
+        for name in ("time", "throughput"):
+            assert all(float(r[f"{name}_ci_low"]) <= float(r[f"{name}_ratio"]) <= float(r[f"{name}_ci_high"])
+                       for r in parsed)
 
 
 @needs_shared
@@ -348,7 +351,8 @@ def test_json_parses(capsys, tmp_path):
     run0 = doc["runs"][20]
     assert run0["run"] == "result_0.txt" and run0["eval_curve"][-1] == [2398552, pytest.approx(0.72005, abs=1e-4)]
     assert len(run0["interval_samples_per_s"]) == len(run0["eval_curve"])
-    assert {c["verdict"] for c in doc["comparisons"]} <= {"slower", "faster", "within noise"}
+    for c in doc["comparisons"]:
+        assert {c["time_verdict"], c["throughput_verdict"]} <= {"slower", "faster", "within noise"}
 
 
 # ---------------------------------------------------------------- plots
@@ -393,32 +397,57 @@ def _slowed_copy(org_dir: Path, dest: Path, factor: float) -> Path:
     return dest
 
 
+def _only_comparison(args, capsys):
+    status, out, _ = run_report([*args, "--format", "json", "--fail-on-regression"], capsys)
+    (comparison,) = json.loads(out)["comparisons"]
+    return status, comparison
+
+
 @needs_shared
 @pytest.mark.parametrize("org", ["v4.0/NVIDIA", "v2.1/Baidu"])
 def test_regression_flag_fires_on_slowed_copy(org, capsys, tmp_path):
     original = RESULTS / org
     # Stored under another name: the same system is recognised by its system description.
     slowed = _slowed_copy(original, tmp_path / "rerun", 1.15)
-    status, out, _ = run_report([original, slowed, "--format", "json", "--fail-on-regression"], capsys)
+    status, c = _only_comparison([original, slowed], capsys)
     assert status == 1
-    (comparison,) = json.loads(out)["comparisons"]
-    assert comparison["same_system"] and comparison["regression"]
-    assert comparison["verdict"] == "slower"
-    assert comparison["ratio"] == pytest.approx(1.15, abs=1e-4)
-    assert 1.0 < comparison["ci_low"] < 1.15 < comparison["ci_high"]
+    assert c["same_system"] and c["regression"] and c["regression_in"] == "time and throughput"
+    assert c["time_verdict"] == c["throughput_verdict"] == "slower"
+    assert c["time_ratio"] == pytest.approx(1.15, abs=1e-4)
+    assert 1.0 < c["time_ci_low"] < 1.15 < c["time_ci_high"]
+    assert c["throughput_ratio"] == pytest.approx(1 / 1.15, abs=1e-4)
+    assert c["throughput_ci_high"] < 1.0
+
+
+@needs_shared
+def test_small_slowdown_is_caught_by_throughput_only(capsys, tmp_path):
+    """3% slower steps: lost in the convergence noise of the score, clear in the throughput."""
+    original = RESULTS / "v4.0" / "NVIDIA"
+    status, c = _only_comparison([original, _slowed_copy(original, tmp_path / "rerun", 1.03)], capsys)
+    assert status == 1
+    assert c["time_verdict"] == "within noise" and c["throughput_verdict"] == "slower"
+    assert c["regression"] and c["regression_in"] == "throughput"
+
+
+@needs_shared
+def test_faster_copy_is_no_regression(capsys, tmp_path):
+    original = RESULTS / "v4.0" / "NVIDIA"
+    status, c = _only_comparison([original, _slowed_copy(original, tmp_path / "rerun", 0.85)], capsys)
+    assert status == 0
+    assert c["time_verdict"] == c["throughput_verdict"] == "faster" and not c["regression"]
 
 
 @needs_shared
 @pytest.mark.parametrize("org", ["v4.0/NVIDIA", "v2.1/NVIDIA"])
 def test_no_regression_against_itself(org, capsys):
     tree = RESULTS / org
-    status, out, _ = run_report([tree, tree, "--format", "json", "--fail-on-regression"], capsys)
+    status, c = _only_comparison([tree, tree], capsys)
     assert status == 0
-    (comparison,) = json.loads(out)["comparisons"]
-    assert comparison["same_system"] and not comparison["regression"]
-    assert comparison["ratio"] == 1.0
-    assert comparison["ci_low"] < 1.0 < comparison["ci_high"]
-    assert comparison["verdict"] == "within noise"
+    assert c["same_system"] and not c["regression"] and c["regression_in"] == ""
+    for name in ("time", "throughput"):
+        assert c[f"{name}_ratio"] == 1.0
+        assert c[f"{name}_ci_low"] < 1.0 < c[f"{name}_ci_high"]
+        assert c[f"{name}_verdict"] == "within noise"
 
 
 @needs_shared
@@ -429,7 +458,7 @@ def test_baseline_by_label_and_position(capsys):
         assert status == 0
         comparisons = json.loads(out)["comparisons"]
         assert [c["baseline"] for c in comparisons] == [h200, h200]
-        assert all(c["verdict"] == "faster" and c["ratio"] < 0.5 for c in comparisons)
+        assert all(c["time_verdict"] == "faster" and c["time_ratio"] < 0.5 for c in comparisons)
     status, _, err = run_report([RESULTS, "--baseline", "9"], capsys)
     assert status == 2 and err.count("\n") == 1 and "--baseline" in err
 
@@ -449,7 +478,8 @@ def test_set_without_score_is_not_compared(capsys, tmp_path):
     assert [r["counted"] for r in doc["runs"][10:13]] == [
         "yes", "no: run_stop status 'aborted'", "no: run_stop status 'aborted'"]
     (comparison,) = doc["comparisons"]
-    assert comparison["verdict"] == "no score" and not comparison["regression"]
+    assert comparison["time_verdict"] == "n/a" and comparison["time_ratio"] is None
+    assert comparison["throughput_verdict"] == "within noise" and not comparison["regression"]
 
 
 @needs_shared

@@ -1,23 +1,30 @@
-"""Comparisons between result sets: score ratio with a bootstrap confidence interval, and a regression flag.
+"""Comparisons between result sets: ratios with bootstrap confidence intervals, and a regression flag.
 
-The ratio is candidate score / baseline score (time to train, so above 1 means
-the candidate is slower).  Its uncertainty comes from the run-to-run spread:
-each set's converged run times are resampled with replacement, the olympic
-score is recomputed exactly as for the real score (same trimming, same failed
-run count, same scaling factor), and the percentile interval of the ratio over
-the resamples is reported.  The generator is seeded, so a report is
-reproducible.
+Two ratios, candidate over baseline:
 
-A comparison is *slower* when the whole interval lies above 1, *faster* when
-it lies below 1, otherwise *within noise*.  When both sets are the same
-system (same submitter and system name, e.g. an old and a new result tree), a
-*slower* verdict is flagged as a regression.
+* *time*: the MLPerf score (time to train).  Above 1 means the candidate is
+  slower.  Its noise is dominated by convergence: runs stop at whole evals,
+  so times jump by one eval interval from run to run.
+* *throughput*: mean effective samples/s of the converged runs.  Below 1
+  means the candidate is slower.  It is far less noisy, so it catches a
+  small speed regression that the score's noise hides.
+
+The uncertainty of each comes from the run-to-run spread: each set's runs are
+resampled with replacement, the statistic is recomputed exactly as for the
+real value (for the score: same olympic trimming, same failed-run count, same
+scaling factor), and the percentile interval of the ratio over the resamples
+is reported.  The generator is seeded, so a report is reproducible.
+
+A ratio is *slower* or *faster* when its whole interval lies on that side of
+1, otherwise *within noise*.  When both sets are the same system (same
+submitter and system name, e.g. an old and a new result tree), a *slower*
+verdict on either ratio is flagged as a regression.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import List, Optional, Sequence, Tuple
+from typing import Callable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -29,52 +36,92 @@ DEFAULT_SEED = 0
 
 
 @dataclass(frozen=True)
+class Ratio:
+    """Candidate value / baseline value with its bootstrap interval; None where a value is missing."""
+
+    value: Optional[float]
+    ci_low: Optional[float]
+    ci_high: Optional[float]
+    higher_is_slower: bool
+
+    @property
+    def verdict(self) -> str:
+        if self.value is None:
+            return "n/a"
+        if self.ci_low > 1.0:
+            return "slower" if self.higher_is_slower else "faster"
+        if self.ci_high < 1.0:
+            return "faster" if self.higher_is_slower else "slower"
+        return "within noise"
+
+
+@dataclass(frozen=True)
 class Comparison:
-    """Candidate against baseline; ratio and interval are None when either has no score."""
+    """Candidate against baseline, by score and by throughput."""
 
     baseline: str
     candidate: str
     same_system: bool
-    ratio: Optional[float]
-    ci_low: Optional[float]
-    ci_high: Optional[float]
+    time: Ratio
+    throughput: Ratio
     confidence: float
 
     @property
-    def verdict(self) -> str:
-        if self.ratio is None:
-            return "no score"
-        if self.ci_low > 1.0:
-            return "slower"
-        if self.ci_high < 1.0:
-            return "faster"
-        return "within noise"
+    def regression_in(self) -> List[str]:
+        """Which ratios show a same-system slowdown beyond noise."""
+        if not self.same_system:
+            return []
+        return [name for name, ratio in (("time", self.time), ("throughput", self.throughput))
+                if ratio.verdict == "slower"]
 
     @property
     def regression(self) -> bool:
-        return self.same_system and self.verdict == "slower"
+        return bool(self.regression_in)
 
 
-def _bootstrap_scores(result_set: ResultSet, rng: np.random.Generator, resamples: int) -> np.ndarray:
-    times = np.asarray(result_set.times_min, dtype=float)
-    draws = np.sort(rng.choice(times, size=(resamples, times.size), replace=True), axis=1)
-    kept = draws[:, MAX_DROPPED_RUNS:times.size - (MAX_DROPPED_RUNS - result_set.dropped)]
+def _resample(values: Sequence[float], rng: np.random.Generator, resamples: int) -> np.ndarray:
+    data = np.asarray(values, dtype=float)
+    return rng.choice(data, size=(resamples, data.size), replace=True)
+
+
+def _olympic_scores(result_set: ResultSet, rng: np.random.Generator, resamples: int) -> np.ndarray:
+    draws = np.sort(_resample(result_set.times_min, rng, resamples), axis=1)
+    n = draws.shape[1]
+    kept = draws[:, MAX_DROPPED_RUNS:n - (MAX_DROPPED_RUNS - result_set.dropped)]
     return kept.mean(axis=1) * result_set.scaling_factor
+
+
+def _effective_throughputs(result_set: ResultSet) -> List[float]:
+    return [r.throughput_effective for r in result_set.converged_runs if r.throughput_effective is not None]
+
+
+def _mean_throughputs(result_set: ResultSet, rng: np.random.Generator, resamples: int) -> np.ndarray:
+    return _resample(_effective_throughputs(result_set), rng, resamples).mean(axis=1)
+
+
+def _ratio(baseline: ResultSet, candidate: ResultSet, point: Optional[Tuple[float, float]],
+           bootstrap: Callable[[ResultSet, np.random.Generator, int], np.ndarray],
+           higher_is_slower: bool, seed: int, resamples: int, confidence: float) -> Ratio:
+    if point is None:
+        return Ratio(None, None, None, higher_is_slower)
+    rng = np.random.default_rng(seed)
+    ratios = bootstrap(candidate, rng, resamples) / bootstrap(baseline, rng, resamples)
+    tail = (1.0 - confidence) / 2.0 * 100.0
+    low, high = np.percentile(ratios, [tail, 100.0 - tail])
+    return Ratio(point[1] / point[0], float(low), float(high), higher_is_slower)
 
 
 def compare(baseline: ResultSet, candidate: ResultSet, seed: int = DEFAULT_SEED,
             resamples: int = DEFAULT_RESAMPLES, confidence: float = DEFAULT_CONFIDENCE) -> Comparison:
     """Compare two result sets; see the module docstring for the method."""
-    same = baseline.identity == candidate.identity
-    base_score, cand_score = baseline.score_min, candidate.score_min
-    if base_score is None or cand_score is None:
-        return Comparison(baseline.label, candidate.label, same, None, None, None, confidence)
-    rng = np.random.default_rng(seed)
-    ratios = _bootstrap_scores(candidate, rng, resamples) / _bootstrap_scores(baseline, rng, resamples)
-    tail = (1.0 - confidence) / 2.0 * 100.0
-    low, high = np.percentile(ratios, [tail, 100.0 - tail])
-    return Comparison(baseline.label, candidate.label, same, cand_score / base_score,
-                      float(low), float(high), confidence)
+    scores = (baseline.score_min, candidate.score_min)
+    throughputs = (baseline.mean_of("throughput_effective"), candidate.mean_of("throughput_effective"))
+    time = _ratio(baseline, candidate, None if None in scores else scores,
+                  _olympic_scores, True, seed, resamples, confidence)
+    throughput = _ratio(baseline, candidate, None if None in throughputs else throughputs,
+                        _mean_throughputs, False, seed, resamples, confidence)
+    return Comparison(baseline.label, candidate.label, baseline.identity == candidate.identity,
+                      time, throughput, confidence)
 
 
 def comparison_pairs(sets: Sequence[ResultSet], baseline_index: int = 0) -> List[Tuple[ResultSet, ResultSet]]:

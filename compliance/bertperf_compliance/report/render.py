@@ -79,10 +79,14 @@ RUN_COLUMNS = [
 COMPARISON_COLUMNS = [
     Column("baseline", "baseline"),
     Column("compared", "candidate"),
-    Column("time ratio", "ratio", _fixed(4)),
-    Column("CI low", "ci_low", _fixed(4)),
-    Column("CI high", "ci_high", _fixed(4)),
-    Column("verdict", "verdict"),
+    Column("time ratio", "time_ratio", _fixed(4)),
+    Column("CI low", "time_ci_low", _fixed(4)),
+    Column("CI high", "time_ci_high", _fixed(4)),
+    Column("time", "time_verdict"),
+    Column("throughput ratio", "throughput_ratio", _fixed(4)),
+    Column("CI low", "throughput_ci_low", _fixed(4)),
+    Column("CI high", "throughput_ci_high", _fixed(4)),
+    Column("throughput", "throughput_verdict"),
     Column("regression", "regression", lambda v: "REGRESSION" if v else "no"),
 ]
 
@@ -148,24 +152,25 @@ def run_rows(sets: Sequence[ResultSet], with_curves: bool = False) -> List[Dict[
 
 
 def comparison_rows(comparisons: Sequence[Comparison]) -> List[Dict[str, Any]]:
-    return [{
-        "baseline": c.baseline,
-        "candidate": c.candidate,
-        "same_system": c.same_system,
-        "ratio": c.ratio,
-        "ci_low": c.ci_low,
-        "ci_high": c.ci_high,
-        "confidence": c.confidence,
-        "verdict": c.verdict,
-        "regression": c.regression,
-    } for c in comparisons]
+    rows = []
+    for c in comparisons:
+        row = {"baseline": c.baseline, "candidate": c.candidate, "same_system": c.same_system,
+               "confidence": c.confidence}
+        for name, ratio in (("time", c.time), ("throughput", c.throughput)):
+            row.update({f"{name}_ratio": ratio.value, f"{name}_ci_low": ratio.ci_low,
+                        f"{name}_ci_high": ratio.ci_high, f"{name}_verdict": ratio.verdict})
+        row["regression"] = c.regression
+        row["regression_in"] = " and ".join(c.regression_in)
+        rows.append(row)
+    return rows
 
 
 TITLES = {
     "systems": "Systems (score = olympic mean of time to train, minutes, times the RCP scaling factor)",
     "runs": "Runs",
-    "comparisons": "Comparisons (time ratio = compared / baseline score; above 1 is slower; "
-                   "bootstrap CI over runs)",
+    "comparisons": "Comparisons (time ratio = compared / baseline score, above 1 is slower; "
+                   "throughput ratio = compared / baseline effective samples/s, below 1 is slower; "
+                   "bootstrap CIs over runs)",
 }
 COLUMNS = {"systems": SYSTEM_COLUMNS, "runs": RUN_COLUMNS, "comparisons": COMPARISON_COLUMNS}
 
