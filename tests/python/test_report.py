@@ -372,7 +372,8 @@ def test_plots_are_pngs_of_the_right_size(capsys, tmp_path):
     status, _, err = run_report([RESULTS, "--plots", plots], capsys)
     assert status == 0
     names = sorted(p.name for p in plots.iterdir())
-    assert names == ["accuracy_vs_samples.png", "throughput.png", "time_to_train.png"]
+    assert names == ["accuracy_vs_samples.png", "interval_throughput.png", "throughput.png",
+                     "time_to_train.png"]
     for name in names:
         assert _png_size(plots / name) == FIGURE_SIZE_PX
         assert str(plots / name) in err

@@ -77,6 +77,11 @@ def run(argv: Optional[List[str]] = None) -> int:
     baseline = _baseline_index(args.baseline, [s.label for s in sets])
     comparisons = compare_all(sets, baseline, args.seed, args.resamples, args.confidence)
     text = render(args.format, sets, comparisons, args.table, args.target)
+    # Plots first: a plot directory that cannot be written fails before any report is printed.
+    if args.plots:
+        from .plots import write_plots  # matplotlib is slow to import; only when asked
+        for path in write_plots(sets, args.plots, args.target):
+            print(f"{PROG}: wrote {path}", file=sys.stderr)
     if args.output:
         try:
             with open(args.output, "w", encoding="utf-8") as handle:
@@ -85,10 +90,6 @@ def run(argv: Optional[List[str]] = None) -> int:
             raise ReportInputError(f"{args.output}: cannot write: {exc.strerror or exc}") from None
     else:
         sys.stdout.write(text)
-    if args.plots:
-        from .plots import write_plots  # matplotlib is slow to import; only when asked
-        for path in write_plots(sets, args.plots, args.target):
-            print(f"{PROG}: wrote {path}", file=sys.stderr)
     if args.fail_on_regression and any(c.regression for c in comparisons):
         return 1
     return 0

@@ -1,4 +1,5 @@
-"""PNG figures of a report: eval accuracy against samples, time to train per set, throughput per set.
+"""PNG figures of a report: eval accuracy against samples, time to train per set, throughput per
+set, and throughput per eval interval along each run.
 
 Every figure is FIGURE_SIZE_PX pixels, whatever the data, so that reports
 line up side by side (no tight bounding box, which would change the size).
@@ -35,6 +36,16 @@ def _figure() -> Figure:
     return fig
 
 
+def _set_handles(sets: Sequence[ResultSet]) -> List[Line2D]:
+    """Legend entries of the per-run curves, one per set, saying where sample counts are inferred."""
+    handles = []
+    for i, s in enumerate(sets):
+        inferred = any(r.eval_samples_inferred for r in s.runs)
+        label = s.label + (" (eval sample counts inferred from train_samples)" if inferred else "")
+        handles.append(Line2D([], [], color=_colour(i), marker="o", label=label))
+    return handles
+
+
 def _accuracy_figure(sets: Sequence[ResultSet], target: float) -> Figure:
     fig = _figure()
     full, zoom = fig.subplots(2, 1)
@@ -68,11 +79,7 @@ def _accuracy_figure(sets: Sequence[ResultSet], target: float) -> Figure:
     zoom.set_ylim(zoom_low, target + 0.004)
     if zoom_start is not None:
         zoom.set_xlim(left=zoom_start)
-    handles = []
-    for i, s in enumerate(sets):
-        inferred = any(r.eval_samples_inferred for r in s.runs)
-        label = s.label + (" (eval sample counts inferred from train_samples)" if inferred else "")
-        handles.append(Line2D([], [], color=_colour(i), marker="o", label=label))
+    handles = _set_handles(sets)
     handles.append(Line2D([], [], color="black", linestyle="--", label=f"target {target:g}"))
     full.legend(handles=handles, loc="lower right", fontsize=10)
     return fig
@@ -158,8 +165,28 @@ def _throughput_figure(sets: Sequence[ResultSet]) -> Figure:
     return fig
 
 
+def _interval_figure(sets: Sequence[ResultSet]) -> Figure:
+    fig = _figure()
+    ax = fig.subplots()
+    ax.set_title("Throughput per eval interval, every run\n(each point: samples/s between two evals, "
+                 "plotted at the later one; the first interval starts at run_start)", fontsize=13)
+    for i, s in enumerate(sets):
+        for run in s.runs:
+            rates = run.interval_rates
+            samples = [p.samples / 1e6 for p in run.evals if p.samples is not None][:len(rates)]
+            if rates:
+                ax.plot(samples, rates, "-", marker="o", markersize=3, linewidth=1,
+                        color=_colour(i), alpha=0.7)
+    ax.set_xlabel("training samples (millions)", fontsize=11)
+    ax.set_ylabel("samples/s (all accelerators)", fontsize=11)
+    ax.set_ylim(bottom=0)
+    ax.grid(True, alpha=0.3)
+    ax.legend(handles=_set_handles(sets), loc="lower right", fontsize=10)
+    return fig
+
+
 def write_plots(sets: Sequence[ResultSet], directory: str, target: float) -> List[str]:
-    """Write the three figures into `directory` (created if needed); returns their paths."""
+    """Write the figures into `directory` (created if needed); returns their paths."""
     try:
         os.makedirs(directory, exist_ok=True)
     except OSError as exc:
@@ -168,6 +195,7 @@ def write_plots(sets: Sequence[ResultSet], directory: str, target: float) -> Lis
         "accuracy_vs_samples.png": _accuracy_figure(sets, target),
         "time_to_train.png": _time_figure(sets),
         "throughput.png": _throughput_figure(sets),
+        "interval_throughput.png": _interval_figure(sets),
     }
     paths = []
     for name, fig in figures.items():
