@@ -526,6 +526,23 @@ def test_malformed_log(tmp_path):
     _assert_one_line_error(_cli(org), "result_5.txt:41:", "malformed MLLOG line")
 
 
+@needs_shared
+def test_non_finite_values(tmp_path, capsys):
+    """NaN accuracy is ignored (the run still converges); an infinite timestamp is a malformed log."""
+    org = tmp_path / "NVIDIA"
+    shutil.copytree(RESULTS / "v4.0" / "NVIDIA", org)
+    log = org / H200_BERT / "result_2.txt"
+    text = log.read_text(encoding="latin-1")
+    log.write_text(re.sub(r'("key": "eval_accuracy", "value": )[0-9.]+', r"\g<1>NaN", text, count=1),
+                   encoding="latin-1")
+    status, out, _ = run_report([org, "--format", "json"], capsys)
+    assert status == 0
+    assert json.loads(out)["systems"][0]["score_min"] == pytest.approx(5.21165)
+    log.write_text(re.sub(r'"time_ms": \d+(, "event_type": "INTERVAL_END", "key": "run_stop")',
+                          r'"time_ms": Infinity\1', text), encoding="latin-1")
+    _assert_one_line_error(_cli(org), "result_2.txt:", "time_ms is inf")
+
+
 def test_log_without_run_start(tmp_path):
     bench = tmp_path / "results" / "sys" / "bert"
     bench.mkdir(parents=True)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
@@ -217,6 +218,17 @@ def build_tables(sets: Sequence[ResultSet], comparisons: Sequence[Comparison],
     }
 
 
+def _finite(value: Any) -> Any:
+    """The value with every NaN or infinity (from odd timestamps) replaced by None, for strict JSON."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
+
+
 def render(fmt: str, sets: Sequence[ResultSet], comparisons: Sequence[Comparison],
            table: Optional[str] = None, target: float = TARGET_ACCURACY) -> str:
     """The report as text in the given format; `table` limits it to one table (CSV needs one)."""
@@ -224,7 +236,7 @@ def render(fmt: str, sets: Sequence[ResultSet], comparisons: Sequence[Comparison
         names = [table] if table else list(TABLE_NAMES)
         tables = build_tables(sets, comparisons, with_curves=True)
         doc = {"tool": "bertperf-report", "version": __version__, "target_accuracy": target}
-        doc.update({n: tables[n] for n in names})
+        doc.update({n: _finite(tables[n]) for n in names})
         return json.dumps(doc, indent=2, allow_nan=False) + "\n"
     names = [table] if table else [n for n in TABLE_NAMES if n != "comparisons" or comparisons]
     tables = build_tables(sets, comparisons)

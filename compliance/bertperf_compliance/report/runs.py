@@ -21,6 +21,7 @@ the logging spec sections 3.5 and 4.2):
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass, field
 from typing import List, Optional
@@ -136,8 +137,9 @@ class RunResult:
 
 
 def _number(value) -> Optional[float]:
-    # bool is an int in Python; a logged true/false is never a count.
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    # bool is an int in Python; a logged true/false is never a count. NaN and Infinity parse as
+    # JSON here but are never a usable measurement.
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         return None
     return value
 
@@ -153,6 +155,9 @@ def read_run(path: str, target: float = TARGET_ACCURACY) -> RunResult:
         more = f" (and {len(parsed.errors) - 1} more malformed lines)" if len(parsed.errors) > 1 else ""
         raise ReportInputError(f"{path}:{err.line}: malformed MLLOG line: {err.message}{more}")
     records = parsed.records
+    for rec in records:
+        if not math.isfinite(rec.time_ms):
+            raise ReportInputError(f"{path}:{rec.line}: malformed MLLOG line: time_ms is {rec.time_ms}")
     run = RunResult(path=os.fspath(path))
 
     stop_index = None
