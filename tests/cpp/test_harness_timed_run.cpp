@@ -1,0 +1,228 @@
+// The timed run's event sequence, driven by scripted training trajectories instead of a model so
+// that every ending (target reached, sample limit, non-finite loss) is cheap to produce. The logs
+// are also written to $BERTPERF_HARNESS_LOG_DIR when set: tests/python/test_harness_compliance.py
+// runs the official compliance checker on them.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+
+#include "harness/timed_run.h"
+#include "model/bert_params.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using namespace bertperf;
+using mllog::Value;
+
+const fs::path kSource = BERTPERF_SOURCE_DIR;
+
+// Trains in whole global batches and reports the scripted accuracies, one per evaluation.
+class ScriptedRun final : public TrainingRun {
+ public:
+  ScriptedRun(const TrainConfig& config, std::vector<double> accuracies, int nan_after_evals)
+      : config_(config), accuracies_(std::move(accuracies)), nan_after_evals_(nan_after_evals) {}
+
+  std::vector<std::string> tensor_names() const override {
+    std::vector<std::string> names;
+    const TensorTable table = bert_parameter_table(config_.model);
+    for (const auto& t : table.tensors()) names.push_back(t.name);
+    return names;
+  }
+  TrainProgress train_until(int64_t target, const std::function<void(const TrainProgress&)>& on_step) override {
+    while (progress_.samples_trained < target) {
+      progress_.samples_trained += config_.global_batch_size();
+      ++progress_.optimizer_steps;
+      progress_.last_loss = 2.0;
+      if (nan_after_evals_ >= 0 && evals_ >= nan_after_evals_) {
+        progress_.last_loss = std::nan("");
+        progress_.non_finite_loss = true;
+        break;
+      }
+      if (on_step) on_step(progress_);
+    }
+    return progress_;
+  }
+  EvalResult evaluate() override {
+    EvalResult r;
+    r.mlm_accuracy = accuracies_[std::min<size_t>(evals_++, accuracies_.size() - 1)];
+    r.samples = config_.eval_samples;
+    return r;
+  }
+
+ private:
+  TrainConfig config_;
+  std::vector<double> accuracies_;
+  int nan_after_evals_;
+  int evals_ = 0;
+  TrainProgress progress_;
+};
+
+struct Line {
+  std::string event_type, key;
+  Value value, metadata;
+};
+
+class TimedRunLog : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    config_ = load_train_config((kSource / "benchmarks/bert/mlperf/a100_1x8.json").string(), /*check_data=*/false);
+    system_ = load_system_description((kSource / "systems/a100_1x8.json").string());
+    dir_ = fs::temp_directory_path() / ("bertperf_test_timed_run_" + std::to_string(::getpid()));
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  TimedRunResult run(const std::string& name, std::vector<double> accuracies, int nan_after_evals = -1,
+                     std::optional<uint64_t> seed = 12345) {
+    const fs::path path = dir_ / (name + ".txt");
+    mllog::Logger log(mllog::Logger::Options{.to_stdout = false, .file = path.string(), .name_space = "", .rank = 0});
+    TimedRunOptions options;
+    options.seed = seed;
+    options.progress = false;
+    auto factory = [&](const TrainConfig& c, uint64_t) {
+      return std::make_unique<ScriptedRun>(c, accuracies, nan_after_evals);
+    };
+    const TimedRunResult result = timed_run(config_, system_, log, options, factory);
+    log.close_file();
+    if (const char* keep = std::getenv("BERTPERF_HARNESS_LOG_DIR"))
+      fs::copy_file(path, fs::path(keep) / (name + ".txt"), fs::copy_options::overwrite_existing);
+    lines_.clear();
+    std::ifstream in(path);
+    for (std::string text; std::getline(in, text);) {
+      EXPECT_EQ(text.rfind(":::MLLOG {", 0), 0u) << text;
+      const Value record = Value::parse(text.substr(9));
+      lines_.push_back({record["event_type"], record["key"], record["value"], record["metadata"]});
+    }
+    return result;
+  }
+
+  std::vector<const Line*> find(const std::string& key) const {
+    std::vector<const Line*> out;
+    for (const auto& l : lines_)
+      if (l.key == key) out.push_back(&l);
+    return out;
+  }
+  size_t index_of(const std::string& key) const {
+    for (size_t i = 0; i < lines_.size(); ++i)
+      if (lines_[i].key == key) return i;
+    return lines_.size();
+  }
+
+  TrainConfig config_;
+  SystemDescription system_;
+  fs::path dir_;
+  std::vector<Line> lines_;
+};
+
+TEST_F(TimedRunLog, SuccessSequence) {
+  const TimedRunResult r = run("success", {0.40, 0.65, 0.71, 0.7205});
+  EXPECT_TRUE(r.success);
+  EXPECT_EQ(r.status, "success");
+  EXPECT_EQ(r.evaluations, 4);
+  EXPECT_EQ(r.samples_trained, 4 * 150080);
+
+  ASSERT_GE(lines_.size(), 400u);
+  EXPECT_EQ(lines_.front().key, "cache_clear");
+  EXPECT_EQ(lines_.front().value, true);
+  EXPECT_EQ(lines_[1].key, "init_start");
+  EXPECT_EQ(lines_.back().key, "run_stop");
+  EXPECT_EQ(lines_.back().metadata["status"], "success");
+  EXPECT_EQ(lines_.back().event_type, "INTERVAL_END");
+
+  // Keys that must appear exactly once, with their values.
+  const std::map<std::string, Value> once = {
+      {"submission_benchmark", "bert"}, {"submission_org", "bertperf"}, {"submission_division", "closed"},
+      {"submission_status", "research"}, {"submission_platform", "a100_1x8"}, {"seed", 12345},
+      {"global_batch_size", 448}, {"gradient_accumulation_steps", 1}, {"opt_base_learning_rate", 0.00035},
+      {"opt_lamb_epsilon", 1e-6}, {"opt_epsilon", 1e-6}, {"opt_learning_rate_training_steps", 7100},
+      {"opt_learning_rate_warmup_steps", 0}, {"num_warmup_steps", 0}, {"start_warmup_step", 0},
+      {"opt_lamb_beta_1", 0.9}, {"opt_lamb_beta_2", 0.999}, {"opt_lamb_weight_decay_rate", 0.01},
+      {"max_sequence_length", 512}, {"max_predictions_per_seq", 76}, {"opt_name", "lamb"},
+      {"init_stop", nullptr}, {"run_start", nullptr}, {"block_start", nullptr}, {"block_stop", nullptr},
+      {"train_samples", 4 * 150080}, {"eval_samples", 10000}, {"run_stop", nullptr}};
+  for (const auto& [key, value] : once) {
+    const auto found = find(key);
+    ASSERT_EQ(found.size(), 1u) << key;
+    EXPECT_EQ(found[0]->value, value) << key;
+    EXPECT_EQ(found[0]->value.is_number_float(), value.is_number_float()) << key << ": integers stay integers";
+  }
+  // The order the rules need.
+  const size_t init_stop = index_of("init_stop");
+  for (const char* key : {"submission_division", "submission_benchmark", "seed", "global_batch_size",
+                          "weights_initialization"})
+    EXPECT_LT(index_of(key), init_stop) << key;
+  EXPECT_LT(init_stop, index_of("run_start"));
+  EXPECT_LT(index_of("run_start"), index_of("block_start"));
+  EXPECT_LT(index_of("block_stop"), index_of("train_samples"));
+  EXPECT_LT(index_of("eval_samples"), index_of("run_stop"));
+
+  // One weights_initialization per BERT-large tensor, each name once.
+  std::set<std::string> tensors;
+  for (const Line* l : find("weights_initialization")) tensors.insert(l->metadata["tensor"].get<std::string>());
+  EXPECT_EQ(find("weights_initialization").size(), 398u);
+  EXPECT_EQ(tensors.size(), 398u);
+  EXPECT_TRUE(tensors.count("bert/embeddings/word_embeddings"));
+  EXPECT_TRUE(tensors.count("cls/seq_relationship/output_bias"));
+
+  // Each eval: tracked_stats, eval_start, eval_stop, eval_accuracy at the same sample count.
+  const auto accuracies = find("eval_accuracy");
+  ASSERT_EQ(accuracies.size(), 4u);
+  const std::vector<double> expected = {0.40, 0.65, 0.71, 0.7205};
+  for (size_t k = 0; k < 4; ++k) {
+    const int64_t samples = int64_t(k + 1) * 150080;
+    EXPECT_EQ(accuracies[k]->metadata["epoch_num"], samples);
+    EXPECT_EQ(accuracies[k]->value, expected[k]);
+    EXPECT_EQ(find("eval_start")[k]->metadata["epoch_num"], samples);
+    EXPECT_EQ(find("eval_stop")[k]->metadata["epoch_num"], samples);
+    EXPECT_EQ(find("tracked_stats")[k]->metadata["epoch_num"], samples);
+    EXPECT_GT(find("tracked_stats")[k]->value["throughput"].get<double>(), 0);
+  }
+  EXPECT_EQ(find("block_start")[0]->metadata["first_epoch_num"], 1);
+  EXPECT_EQ(find("block_start")[0]->metadata["epoch_count"], 1);
+}
+
+TEST_F(TimedRunLog, AbortsAtMaxSamples) {
+  const TimedRunResult r = run("aborted", {0.5});
+  EXPECT_FALSE(r.success);
+  EXPECT_EQ(r.status, "aborted");
+  EXPECT_NE(r.abort_reason.find("not reached"), std::string::npos) << r.abort_reason;
+  // The last eval point is capped at max_samples (4.5M), rounded up to a whole batch.
+  EXPECT_EQ(r.samples_trained, (4500000 + 447) / 448 * 448);
+  EXPECT_EQ(find("eval_accuracy").size(), 30u);
+  EXPECT_EQ(lines_.back().metadata["status"], "aborted");
+  EXPECT_EQ(find("train_samples")[0]->value, r.samples_trained);
+}
+
+TEST_F(TimedRunLog, AbortsOnNonFiniteLoss) {
+  const TimedRunResult r = run("nan", {0.4}, /*nan_after_evals=*/1);
+  EXPECT_EQ(r.status, "aborted");
+  EXPECT_NE(r.abort_reason.find("non-finite"), std::string::npos) << r.abort_reason;
+  EXPECT_EQ(find("eval_accuracy").size(), 1u);
+  EXPECT_EQ(lines_.back().metadata["status"], "aborted");
+  EXPECT_EQ(find("train_samples").size(), 1u);
+}
+
+TEST_F(TimedRunLog, FreshSeedsDiffer) {
+  const TimedRunResult a = run("seed_a", {0.8}, -1, std::nullopt);
+  const TimedRunResult b = run("seed_b", {0.8}, -1, std::nullopt);
+  EXPECT_NE(a.seed, b.seed);
+  EXPECT_LT(a.seed, uint64_t(1) << 31);
+  EXPECT_EQ(find("seed")[0]->value, b.seed);
+}
+
+TEST_F(TimedRunLog, MiniIsOpenDivision) {
+  config_ = load_train_config((kSource / "benchmarks/bert/mini/cpu_2c.json").string(), false);
+  system_ = load_system_description((kSource / "systems/cpu_2c.json").string());
+  const TimedRunResult r = run("mini", {0.1, 0.35});
+  EXPECT_TRUE(r.success);
+  EXPECT_EQ(find("submission_division")[0]->value, "open");
+  EXPECT_EQ(find("eval_samples")[0]->value, config_.eval_samples);
+}
+
+}  // namespace
