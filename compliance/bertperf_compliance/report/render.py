@@ -98,7 +98,7 @@ def system_rows(sets: Sequence[ResultSet]) -> List[Dict[str, Any]]:
         effective = s.mean_of("throughput_effective")
         rows.append({
             "label": s.label,
-            "tree": s.source,
+            "tree": s.tree,
             "path": s.bench_dir,
             "submitter": s.submitter,
             "system": s.system,

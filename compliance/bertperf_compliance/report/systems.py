@@ -66,7 +66,7 @@ class ResultSet:
     benchmark: str
     system: str
     submitter: Optional[str]
-    source: str
+    tree: str
     runs: List[RunResult] = field(default_factory=list)
     division: Optional[str] = None
     accelerators: Optional[int] = None
@@ -168,7 +168,7 @@ def _read_scaling(bench_dir: str) -> Optional[float]:
     return float(factor)
 
 
-def _make_set(bench_dir: str, source: str, target: float) -> ResultSet:
+def _make_set(bench_dir: str, tree: str, target: float) -> ResultSet:
     bench_dir = os.path.abspath(bench_dir)
     system_dir = os.path.dirname(bench_dir)
     results_dir = os.path.dirname(system_dir)
@@ -177,7 +177,7 @@ def _make_set(bench_dir: str, source: str, target: float) -> ResultSet:
         benchmark=os.path.basename(bench_dir),
         system=os.path.basename(system_dir),
         submitter=None,
-        source=source,
+        tree=tree,
     )
     # MLPerf layout: <org>/results/<system>/<benchmark>/ beside <org>/systems/<system>.json.
     if os.path.basename(results_dir) == "results":
