@@ -26,7 +26,9 @@ inline float exp_approx(float x) {
   const bool underflow = x < -87.0f;
   x = x < -87.0f ? -87.0f : x;
   x = x > 88.0f ? 88.0f : x;
-  const float n = std::floor(std::fma(x, 1.44269504088896341f, 0.5f));
+  // n = round(x / ln2) by the 1.5 * 2^23 trick: std::floor does not vectorise under strict IEEE.
+  constexpr float kRound = 12582912.0f;
+  const float n = (x * 1.44269504088896341f + kRound) - kRound;
   // ln 2 split in two (Cody-Waite) so n * ln2_hi is exact.
   float r = std::fma(n, -0.693359375f, x);
   r = std::fma(n, 2.12194440e-4f, r);
@@ -84,7 +86,8 @@ inline T dropout_scale(float drop_prob) {
 
 // mult[i] = dropout_keep(key, first + i, p) ? scale : 0 for i < count.
 // Same draws as core/philox.h's dropout_keep (the tests pin that), but one Philox block per four
-// elements instead of one per element, in a loop the compiler can vectorise.
+// elements instead of one per element, and Philox written out on plain scalars so the compiler
+// can vectorise the loop over blocks (it does not see through the Philox4 struct).
 template <typename T>
 inline void dropout_multipliers(T* mult, uint64_t first, size_t count, float drop_prob, RngKey key, T scale) {
   const uint64_t end = first + count;
@@ -97,12 +100,27 @@ inline void dropout_multipliers(T* mult, uint64_t first, size_t count, float dro
 #pragma omp simd
   for (size_t j = 0; j < blocks; ++j) {
     const uint64_t block = first_block + j;
-    const Philox4 r = philox4x32_10(
-        {{static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32), key.site, key.step}}, seed_lo, seed_hi);
-    for (int lane = 0; lane < 4; ++lane) {
-      const float u = static_cast<float>(r.v[lane] >> 8) * (1.0f / 16777216.0f);  // philox_uniform
-      out[4 * j + lane] = u >= drop_prob ? scale : T(0);
+    // Philox4x32-10, counter (block lo, block hi, site, step), key (seed lo, seed hi).
+    uint32_t c0 = static_cast<uint32_t>(block), c1 = static_cast<uint32_t>(block >> 32), c2 = key.site,
+             c3 = key.step, k0 = seed_lo, k1 = seed_hi;
+    for (int round = 0; round < 10; ++round) {
+      const uint64_t p0 = static_cast<uint64_t>(0xD2511F53u) * c0;
+      const uint64_t p1 = static_cast<uint64_t>(0xCD9E8D57u) * c2;
+      const uint32_t n0 = static_cast<uint32_t>(p1 >> 32) ^ c1 ^ k0;
+      const uint32_t n2 = static_cast<uint32_t>(p0 >> 32) ^ c3 ^ k1;
+      c1 = static_cast<uint32_t>(p1);
+      c3 = static_cast<uint32_t>(p0);
+      c0 = n0;
+      c2 = n2;
+      k0 += 0x9E3779B9u;
+      k1 += 0xBB67AE85u;
     }
+    // philox_uniform: 24 bits scaled into [0, 1).
+    constexpr float kTo01 = 1.0f / 16777216.0f;
+    out[4 * j + 0] = static_cast<float>(c0 >> 8) * kTo01 >= drop_prob ? scale : T(0);
+    out[4 * j + 1] = static_cast<float>(c1 >> 8) * kTo01 >= drop_prob ? scale : T(0);
+    out[4 * j + 2] = static_cast<float>(c2 >> 8) * kTo01 >= drop_prob ? scale : T(0);
+    out[4 * j + 3] = static_cast<float>(c3 >> 8) * kTo01 >= drop_prob ? scale : T(0);
   }
   for (e += 4 * blocks; e < end; ++e) mult[e - first] = dropout_keep(key, e, drop_prob) ? scale : T(0);
 }
