@@ -17,7 +17,9 @@ vocab 30522, --seq-len 128 (default) with 20 predictions per sequence (76 at seq
 
 Output: one JSON line per timed repeat, then a summary line with the best:
   {"bench": "pytorch_step", "model": "mini", "batch": 32, "seq_len": 128, "threads": 2,
-   "step_s": ..., "seqs_per_s": ..., "repeat": k}
+   "step_s": ..., "seqs_per_s": ..., "cpu_s_per_step": ..., "loadavg_1m": ..., "repeat": k}
+On a shared machine, run it several times and take the best; cpu_s_per_step and loadavg_1m show
+how contended a repeat was.
 
 Run (reference venv from requirements-reference.txt):
   python scripts/bench_pytorch_step.py --model mini --batch 32 --threads 2
@@ -155,15 +157,18 @@ def main():
             "torch": torch.__version__.split("+")[0], "params": sum(p.numel() for p in model.parameters())}
     best = math.inf
     for r in range(args.repeats):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         for _ in range(args.steps):
             loss = train_step(model, opt, batch, 1e-4)
         sync()
         dt = (time.perf_counter() - t0) / args.steps
+        cpu = (time.process_time() - c0) / args.steps
         best = min(best, dt)
-        # The 1-minute load average shows whether other work shared the cores during the repeat.
+        # On shared machines the wall time depends on the other work: the 1-minute load average and
+        # the process CPU seconds per step (all threads) say how much of the cores this run had.
         print(json.dumps({**base, "repeat": r, "step_s": round(dt, 5), "seqs_per_s": round(args.batch / dt, 3),
-                          "loss": round(loss.detach().item(), 4), "loadavg_1m": os.getloadavg()[0]}), flush=True)
+                          "cpu_s_per_step": round(cpu, 4), "loadavg_1m": os.getloadavg()[0],
+                          "loss": round(loss.detach().item(), 4)}), flush=True)
     print(json.dumps({**base, "summary": "best", "step_s": round(best, 5), "seqs_per_s": round(args.batch / best, 3)}),
           flush=True)
 
