@@ -26,7 +26,8 @@ A separate LAMB-only case ("lamb_unit/") feeds hand-made gradients to a handful 
 hit every branch of the update: a zero weight, a zero gradient, excluded names and a gradient
 whose global norm is above the clip.
 
-Output: tests/golden/bert_tiny_golden.h5 (all floats float64, all ints int32):
+Output: tests/golden/bert_tiny_golden.h5 (float64, except the batch: ints int32, mlm_weights
+float32 as in batch.h):
     attrs: bert_config (JSON, bert_config.json field names), generator, torch/transformers
            versions, seed, LAMB hyperparameters (lamb_*), mlm_loss, nsp_loss, total_loss
     batch/{input_ids, segment_ids, position_ids, seq_id, input_mask} (B, S)
