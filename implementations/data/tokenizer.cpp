@@ -177,6 +177,11 @@ inline size_t utf8_sequence(const uint8_t* p, size_t avail, char32_t& cp) {
   return 0;
 }
 
+// Candidate pieces up to this many bytes get their hash from the one-pass prefix hashes; longer
+// ones (only in vocabularies with very long entries: the standard one's longest is 18 bytes) are
+// hashed on their own.
+constexpr size_t kMaxPieceBytes = 64;
+
 inline bool is_continuation_byte(char c) { return (static_cast<uint8_t>(c) & 0xC0) == 0x80; }
 
 // Per-thread buffers, reused from line to line so that tokenizing allocates nothing once warm.
@@ -281,8 +286,28 @@ Vocab Vocab::load(const std::string& path) {
 // Open addressing over string_views into one pool. Two tables: whole vocab entries, looked up for
 // the first piece of a word, and the entries that start with "##", keyed without it, for the
 // later pieces, so that no "##" string is ever built.
+//
+// The hash is FNV-1a over the bytes, finished by a mixer. FNV-1a is a left-to-right fold, so
+// WordPiece gets the hashes of all candidate pieces starting at one position in a single pass
+// (HashState) instead of rehashing each candidate.
 class StringTable {
  public:
+  static constexpr uint64_t kSeed = 0xcbf29ce484222325ULL;
+  static uint64_t step(uint64_t state, char c) {
+    return (state ^ static_cast<uint8_t>(c)) * 0x100000001b3ULL;
+  }
+  static uint64_t finish(uint64_t state) {
+    state ^= state >> 33;
+    state *= 0xff51afd7ed558ccdULL;
+    state ^= state >> 33;
+    return state;
+  }
+  static uint64_t hash(std::string_view key) {
+    uint64_t state = kSeed;
+    for (char c : key) state = step(state, c);
+    return finish(state);
+  }
+
   void build(const std::vector<std::pair<std::string_view, int32_t>>& entries) {
     size_t capacity = 16;
     while (capacity < entries.size() * 2) capacity *= 2;
@@ -293,46 +318,34 @@ class StringTable {
       const uint64_t h = hash(key);
       size_t i = h & mask_;
       while (slots_[i].id >= 0) i = (i + 1) & mask_;
-      slots_[i] = Slot{h, static_cast<uint32_t>(pool_.size()), static_cast<uint32_t>(key.size()), id};
+      slots_[i] = Slot{static_cast<uint32_t>(h >> 32), id, static_cast<uint32_t>(pool_.size()),
+                       static_cast<uint32_t>(key.size())};
       pool_.append(key);
     }
   }
-  int32_t find(std::string_view key) const {
-    const uint64_t h = hash(key);
+  // `h` must be hash(key).
+  int32_t find(std::string_view key, uint64_t h) const {
+    const uint32_t tag = static_cast<uint32_t>(h >> 32);
     for (size_t i = h & mask_;; i = (i + 1) & mask_) {
       const Slot& s = slots_[i];
       if (s.id < 0) return -1;
-      if (s.hash == h && s.length == key.size() &&
-          std::memcmp(pool_.data() + s.offset, key.data(), key.size()) == 0)
-        return s.id;
+      if (s.tag == tag && s.length == key.size() && equal(pool_.data() + s.offset, key)) return s.id;
     }
   }
+  int32_t find(std::string_view key) const { return find(key, hash(key)); }
   size_t max_len() const { return max_len_; }
 
  private:
   struct Slot {
-    uint64_t hash = 0;
-    uint32_t offset = 0, length = 0;
+    uint32_t tag = 0;  // high half of the hash
     int32_t id = -1;
+    uint32_t offset = 0, length = 0;
   };
-  static uint64_t mix(uint64_t h) {
-    h ^= h >> 33;
-    h *= 0xff51afd7ed558ccdULL;
-    h ^= h >> 33;
-    return h;
-  }
-  static uint64_t hash(std::string_view key) {
-    uint64_t h = 0x9E3779B97F4A7C15ULL ^ key.size();
-    const char* p = key.data();
-    size_t n = key.size();
-    for (; n >= 8; n -= 8, p += 8) {
-      uint64_t v;
-      std::memcpy(&v, p, 8);
-      h = mix(h ^ v) * 0xc4ceb9fe1a85ec53ULL;
-    }
-    uint64_t tail = 0;
-    std::memcpy(&tail, p, n);
-    return mix(h ^ tail ^ (uint64_t(n) << 59));
+  // Pieces are short: a plain loop beats a call to memcmp.
+  static bool equal(const char* stored, std::string_view key) {
+    for (size_t i = 0; i < key.size(); ++i)
+      if (stored[i] != key[i]) return false;
+    return true;
   }
   std::vector<Slot> slots_;
   std::string pool_;
@@ -527,14 +540,21 @@ void FullTokenizer::wordpiece(std::string_view word, size_t chars, std::vector<i
   }
   const size_t n = word.size();
   const size_t first_piece = ids.size();
+  uint64_t prefix_hash[kMaxPieceBytes + 1];
   for (size_t start = 0; start < n;) {
     const StringTable& table = start == 0 ? index_->initial : index_->continuation;
     // No entry is longer than max_len bytes, so longer candidates need no lookup.
-    size_t end = std::min(n, start + table.max_len());
+    const size_t limit = std::min(n - start, table.max_len());
+    uint64_t state = StringTable::kSeed;
+    for (size_t len = 0; len < std::min(limit, kMaxPieceBytes); ++len)
+      prefix_hash[len + 1] = state = StringTable::step(state, word[start + len]);
+    size_t end = start + limit;
     while (end > start && end < n && is_continuation_byte(word[end])) --end;
     int32_t id = -1;
     while (end > start) {
-      id = table.find(word.substr(start, end - start));
+      const std::string_view piece = word.substr(start, end - start);
+      id = table.find(piece, piece.size() <= kMaxPieceBytes ? StringTable::finish(prefix_hash[piece.size()])
+                                                            : StringTable::hash(piece));
       if (id >= 0) break;
       do --end;
       while (end > start && is_continuation_byte(word[end]));
