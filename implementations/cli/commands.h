@@ -11,6 +11,8 @@ namespace bertperf::cli {
 using Args = std::vector<std::string>;
 
 int cmd_train(const Args& args);
+int cmd_run(const Args& args);
+int cmd_run_once(const Args& args);
 
 struct Command {
   const char* name;
@@ -21,6 +23,8 @@ struct Command {
 // The table main dispatches through; add a command here and nowhere else.
 inline const Command kCommands[] = {
     {"train", cmd_train, "train from a config file and data files (no MLPerf logging)"},
+    {"run", cmd_run, "an MLPerf result set: N timed runs into an MLPerf submission tree"},
+    {"run-once", cmd_run_once, "one timed MLPerf run, its :::MLLOG log written atomically"},
 };
 
 }  // namespace bertperf::cli

@@ -1,0 +1,329 @@
+// `bertperf run-once` (one timed MLPerf run, its log written atomically) and `bertperf run` (a
+// result set: N runs, each a fresh process, laid out as an MLPerf submission tree).
+//
+// A result file is never left half-written: run-once logs into a temporary file beside the
+// result and renames it into place only when run_stop has been logged; SIGINT/SIGTERM remove the
+// temporary file before the process dies. `run` forwards those signals to the run in progress and
+// stops.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "core/errors.h"
+#include "dist/communicator.h"
+#include "harness/system_description.h"
+#include "harness/timed_run.h"
+#include "harness/train_config.h"
+#include "mllog/mllog.h"
+
+namespace bertperf::cli {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// Exit status of run-once when the run ended without reaching the target: the log is complete and
+// valid (MLPerf counts such runs), so `run` carries on, but scripts can tell it apart.
+constexpr int kExitAborted = 3;
+
+const char* const kRunOnceUsage =
+    "usage: bertperf run-once --config FILE --log FILE [--system-file FILE] [--seed N] [--stdout]\n"
+    "                         [--no-progress]\n"
+    "  One timed MLPerf run. The :::MLLOG log is written to a temporary file beside FILE and renamed\n"
+    "  to FILE when the run ends; an interrupted run leaves nothing behind. With --stdout the log\n"
+    "  lines are also printed. Launch it under mpirun when the config has more than one rank.\n"
+    "  --system-file  the MLPerf system description (default: systems/<system>.json found in the\n"
+    "                 config's directory or the nearest parent that has one)\n"
+    "  --seed         the run seed (default: fresh from /dev/urandom, as closed runs require)\n"
+    "  Exit status: 0 target reached, 3 run aborted (log written), 2 bad input, 1 internal error.\n";
+
+const char* const kRunUsage =
+    "usage: bertperf run --config FILE [--out DIR] [--runs N] [--system-file FILE] [--resume]\n"
+    "                    [--mpirun PROGRAM] [--mpirun-args ARGS] [--no-progress]\n"
+    "  A result set: N timed runs (default: the benchmark's, 10 for BERT), each a fresh process\n"
+    "  (`bertperf run-once`, through `mpirun -np <ranks>` when the config has more than one rank),\n"
+    "  written as an MLPerf submission tree:\n"
+    "    DIR/systems/<system>.json\n"
+    "    DIR/results/<system>/<benchmark>/result_<i>.txt\n"
+    "  --out          the tree's root (default: results/<config benchmark>_<system>)\n"
+    "  --resume       keep existing result files and run only the missing indices\n"
+    "  --mpirun       the MPI launcher (default: mpirun); --mpirun-args: extra launcher arguments,\n"
+    "                 split at spaces (e.g. \"--hostfile hosts --bind-to none\")\n";
+
+// ---- run-once: temporary log removal on signals ------------------------------------------------
+
+char g_temp_log[4096] = {0};  // the path the handler unlinks; empty when none
+
+extern "C" void remove_temp_and_die(int sig) {
+  if (g_temp_log[0]) ::unlink(g_temp_log);  // async-signal-safe
+  ::signal(sig, SIG_DFL);
+  ::raise(sig);
+}
+
+// Owns the temporary log: removed on every exit path except a completed rename.
+class TempLog {
+ public:
+  explicit TempLog(const fs::path& final_path) : final_(final_path) {
+    temp_ = final_path.parent_path() / cat(".", final_path.filename().string(), ".tmp.", ::getpid());
+    BERT_CHECK(temp_.string().size() < sizeof(g_temp_log), "log path too long: ", temp_.string());
+    std::snprintf(g_temp_log, sizeof(g_temp_log), "%s", temp_.c_str());
+    struct sigaction sa {};
+    sa.sa_handler = remove_temp_and_die;
+    sigemptyset(&sa.sa_mask);
+    ::sigaction(SIGINT, &sa, nullptr);
+    ::sigaction(SIGTERM, &sa, nullptr);
+  }
+  ~TempLog() {
+    if (!committed_) {
+      std::error_code ec;
+      fs::remove(temp_, ec);
+    }
+    g_temp_log[0] = 0;
+  }
+  const fs::path& path() const { return temp_; }
+  void commit() {
+    std::error_code ec;
+    fs::rename(temp_, final_, ec);
+    if (ec) throw_input(final_.string(), "cannot move the finished log into place: " + ec.message());
+    committed_ = true;
+  }
+
+ private:
+  fs::path final_, temp_;
+  bool committed_ = false;
+};
+
+std::string system_file_for(const TrainConfig& config, const Options& opts) {
+  if (auto given = opts.get("system-file")) return *given;
+  const std::string found = find_system_file(config.system, fs::path(config.source).parent_path().string());
+  if (found.empty())
+    throw_input(config.source, "no systems/" + config.system +
+                                   ".json in the config's directory or any parent; pass --system-file");
+  return found;
+}
+
+// ---- run: child processes ----------------------------------------------------------------------
+
+volatile sig_atomic_t g_signal = 0;
+volatile pid_t g_child = 0;
+
+extern "C" void forward_signal(int sig) {
+  g_signal = sig;
+  if (g_child > 0) ::kill(g_child, sig);
+}
+
+// Runs argv as a child and returns its wait status; SIGINT/SIGTERM reach it and are remembered.
+int run_child(const std::vector<std::string>& argv) {
+  std::vector<char*> cargv;
+  for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
+  cargv.push_back(nullptr);
+  std::cout.flush();
+  std::fflush(stdout);
+  const pid_t pid = ::fork();
+  BERT_CHECK(pid >= 0, "fork failed: ", std::strerror(errno));
+  if (pid == 0) {
+    ::execvp(cargv[0], cargv.data());
+    std::fprintf(stderr, "bertperf run: cannot start %s: %s\n", cargv[0], std::strerror(errno));
+    ::_exit(127);
+  }
+  g_child = pid;
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0) {
+    BERT_CHECK(errno == EINTR, "waitpid failed: ", std::strerror(errno));
+  }
+  g_child = 0;
+  return status;
+}
+
+std::string self_executable() {
+  std::error_code ec;
+  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string("bertperf") : self.string();
+}
+
+std::vector<std::string> split_spaces(const std::string& text) {
+  std::istringstream in(text);
+  std::vector<std::string> out;
+  for (std::string word; in >> word;) out.push_back(word);
+  return out;
+}
+
+// Writes `text` to `path` through a temporary file and a rename.
+void write_atomically(const fs::path& path, const std::string& text) {
+  const fs::path temp = path.parent_path() / cat(".", path.filename().string(), ".tmp.", ::getpid());
+  {
+    std::ofstream out(temp);
+    out << text;
+    if (!out.good()) {
+      std::error_code ec;
+      fs::remove(temp, ec);
+      throw_input(path.string(), "cannot write file");
+    }
+  }
+  std::error_code ec;
+  fs::rename(temp, path, ec);
+  if (ec) {
+    fs::remove(temp, ec);
+    throw_input(path.string(), "cannot write file: " + ec.message());
+  }
+}
+
+// run_start/run_stop times and status from a finished log, for the summary table.
+struct RunSummary {
+  std::string status = "?";
+  double minutes = -1;
+};
+
+RunSummary summarize_log(const fs::path& path) {
+  RunSummary s;
+  std::ifstream in(path);
+  double start = -1, stop = -1;
+  for (std::string line; std::getline(in, line);) {
+    const auto at = line.find(":::MLLOG ");
+    if (at == std::string::npos) continue;
+    const Json record = Json::parse(line.substr(at + 9), nullptr, /*allow_exceptions=*/false);
+    if (!record.is_object() || !record.contains("key")) continue;
+    if (record["key"] == "run_start") start = record["time_ms"].get<double>();
+    if (record["key"] == "run_stop") {
+      stop = record["time_ms"].get<double>();
+      s.status = record["metadata"].value("status", "?");
+    }
+  }
+  if (start >= 0 && stop >= 0) s.minutes = (stop - start) / 60000.0;
+  return s;
+}
+
+}  // namespace
+
+int cmd_run_once(const Args& args) {
+  const Options opts(args, {"config", "log", "system-file", "seed"}, {"stdout", "no-progress", "help"});
+  if (opts.flag("help")) {
+    std::cout << kRunOnceUsage;
+    return 0;
+  }
+  if (!opts.positional().empty()) throw_input("command line", "unexpected argument '" + opts.positional()[0] + "'");
+  const TrainConfig config = load_train_config(opts.required("config"));
+  const SystemDescription system = load_system_description(system_file_for(config, opts));
+  const fs::path log_path = opts.required("log");
+  if (!log_path.parent_path().empty() && !fs::is_directory(log_path.parent_path()))
+    throw_input(log_path.string(), "the directory for the log does not exist");
+
+  Communicator& world = Communicator::world();
+  if (world.size() != config.ranks)
+    throw_input(config.source, cat("the config wants ", config.ranks, " ranks but this process is one of ",
+                                   world.size(), "; launch with `mpirun -np ", config.ranks,
+                                   " bertperf run-once ...` or use `bertperf run`"));
+  TimedRunOptions options;
+  if (opts.get("seed")) {
+    const int64_t seed = opts.integer("seed", 0);
+    if (seed < 0) throw_input("command line", "option --seed must not be negative");
+    options.seed = static_cast<uint64_t>(seed);
+  }
+  options.progress = !opts.flag("no-progress");
+
+  // Only rank 0 writes the log, so only rank 0 owns a temporary file.
+  std::optional<TempLog> temp;
+  if (world.is_root()) temp.emplace(log_path);
+  mllog::Logger log(mllog::Logger::Options{.to_stdout = opts.flag("stdout"),
+                                           .file = temp ? temp->path().string() : "",
+                                           .name_space = "",
+                                           .rank = world.rank()});
+  const TimedRunResult result = timed_run(config, system, log, options);
+  log.close_file();
+  if (temp) {
+    temp->commit();
+    std::cerr << "bertperf run-once: " << result.status << " after "
+              << (result.run_stop_ms - result.run_start_ms) / 60000.0 << " min, " << result.samples_trained
+              << " samples, best mlm accuracy " << result.best_accuracy << ", seed " << result.seed
+              << (result.abort_reason.empty() ? "" : " (" + result.abort_reason + ")") << " -> "
+              << log_path.string() << "\n";
+  }
+  return result.success ? 0 : kExitAborted;
+}
+
+int cmd_run(const Args& args) {
+  const Options opts(args, {"config", "out", "runs", "system-file", "mpirun", "mpirun-args"},
+                     {"resume", "no-progress", "help"});
+  if (opts.flag("help")) {
+    std::cout << kRunUsage;
+    return 0;
+  }
+  if (!opts.positional().empty()) throw_input("command line", "unexpected argument '" + opts.positional()[0] + "'");
+  const std::string config_path = opts.required("config");
+  const TrainConfig config = load_train_config(config_path);  // fail fast, before any run starts
+  const std::string system_file = system_file_for(config, opts);
+  const SystemDescription system = load_system_description(system_file);
+  const int64_t runs = opts.integer("runs", config.runs);
+  if (runs < 1) throw_input("command line", "option --runs must be at least 1");
+
+  const fs::path root = opts.get("out") ? fs::path(*opts.get("out"))
+                                        : fs::path("results") / (config.benchmark + "_" + config.system);
+  const fs::path result_dir = root / "results" / config.system / config.submission_benchmark;
+  fs::create_directories(result_dir);
+  fs::create_directories(root / "systems");
+  // The tree's system description says what the logs say: a benchmark that is not the closed one
+  // (mini) is reported in the open division.
+  Json described = system.raw;
+  if (!config.division.empty()) described["division"] = config.division;
+  write_atomically(root / "systems" / (config.system + ".json"), described.dump(4) + "\n");
+
+  struct sigaction sa {};
+  sa.sa_handler = forward_signal;
+  sigemptyset(&sa.sa_mask);
+  ::sigaction(SIGINT, &sa, nullptr);
+  ::sigaction(SIGTERM, &sa, nullptr);
+
+  std::vector<std::string> launcher;
+  if (config.ranks > 1) {
+    launcher = {opts.get("mpirun").value_or("mpirun"), "-np", std::to_string(config.ranks)};
+    for (auto& a : split_spaces(opts.get("mpirun-args").value_or(""))) launcher.push_back(a);
+  }
+  int failures = 0;
+  for (int64_t i = 0; i < runs; ++i) {
+    const fs::path result = result_dir / cat("result_", i, ".txt");
+    if (fs::exists(result)) {
+      if (opts.flag("resume")) continue;
+      throw_input(result.string(), "exists already; use --resume to keep it or choose another --out");
+    }
+    std::vector<std::string> argv = launcher;
+    for (const std::string& a : {self_executable(), std::string("run-once"), std::string("--config"), config_path,
+                                 std::string("--log"), result.string(), std::string("--system-file"), system_file})
+      argv.push_back(a);
+    if (opts.flag("no-progress")) argv.push_back("--no-progress");
+    std::cerr << "bertperf run: run " << i + 1 << " of " << runs << " -> " << result.string() << "\n";
+    const int status = run_child(argv);
+    if (g_signal) {
+      std::cerr << "bertperf run: interrupted; run " << i << " left no result file\n";
+      return 128 + g_signal;
+    }
+    const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    if (code == kExitAborted) ++failures;
+    if (code != 0 && code != kExitAborted) {
+      std::cerr << "bertperf run: run " << i << " failed (exit status " << code << "); stopping\n";
+      return 1;
+    }
+  }
+
+  std::cout << "result set " << result_dir.string() << ":\n";
+  for (int64_t i = 0; i < runs; ++i) {
+    const fs::path result = result_dir / cat("result_", i, ".txt");
+    const RunSummary s = summarize_log(result);
+    std::printf("  result_%lld.txt  %-8s  %s min\n", (long long)i, s.status.c_str(),
+                s.minutes < 0 ? "?" : cat(s.minutes).c_str());
+  }
+  if (failures > 1)
+    std::cout << failures << " runs did not reach the target: more than one invalidates the result set\n";
+  return 0;
+}
+
+}  // namespace bertperf::cli
