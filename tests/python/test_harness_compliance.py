@@ -1,22 +1,29 @@
 """Our harness's logs against the official MLPerf compliance checker (rulesets 5.0.0 and 2.1.0).
 
 Scripted runs: tests/cpp/test_harness_timed_run.cpp drives the timed run with scripted training
-trajectories and leaves its logs in $BERTPERF_HARNESS_LOG_DIR. A run that reaches the target must
-pass; a run aborted at the sample limit or on a non-finite loss must fail on the accuracy rule and
-on nothing else.
+trajectories and leaves its logs in $BERTPERF_HARNESS_LOG_DIR. Real runs: `bertperf run-once` and
+`bertperf run` train a tiny 24-layer BERT (so the 398 tensor names of BERT-large are logged) on
+generated data whose masked labels are one token 90% of the time, so accuracy reaches 0.9 (and
+never 1.0) within a few steps. In both, a run that reaches the target must pass; a run aborted at
+the sample limit or on a non-finite loss must fail on the accuracy rule and on nothing else.
 """
+import json
 import os
 import re
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bertperf_paths import find_binary  # noqa: E402
+from bertperf_paths import REPO, find_binary  # noqa: E402
 
 TIMED_RUN_TEST = find_binary("test_harness_timed_run")
+BERTPERF = find_binary("bertperf")
+SYSTEM_FILE = REPO / "systems" / "cpu_2c.json"
 RULESETS = ["5.0.0", "2.1.0"]
 ACCURACY_RULE = "Failed checks for eval_accuracy : (v['value'] >= 0.720) and v['value'] < 1.0"
 
@@ -74,3 +81,182 @@ def test_seeds_differ_between_runs(scripted_logs):
         seeds.append(found[0])
     assert seeds[0][:2] == seeds[1][:2]  # same source line ...
     assert seeds[0][2] != seeds[1][2]    # ... different values
+
+
+# ---- real runs on tiny generated data ------------------------------------------------------------
+
+def write_tiny_shard(path, count, seed, other_tenths=1, seq_len=32, predictions=5, vocab=32):
+    """Fixed-length MLPerf layout. Masked labels: token 5, except `other_tenths` of every ten labels
+    (other tokens, unpredictable because the input there is [MASK]), so the best accuracy is
+    1 - other_tenths / 10."""
+    import h5py
+    import numpy as np
+    rng = np.random.default_rng(seed)
+    ids = np.zeros((count, seq_len), np.int16)
+    mask = np.zeros((count, seq_len), np.int8)
+    segments = np.zeros((count, seq_len), np.int8)
+    positions = np.zeros((count, predictions), np.int16)
+    labels = np.zeros((count, predictions), np.int16)
+    k = 0
+    for i in range(count):
+        length = int(rng.integers(seq_len // 2, seq_len + 1))
+        split = int(rng.integers(2, length - 2))
+        tokens = rng.integers(4, vocab, length).astype(np.int16)
+        tokens[0], tokens[split], tokens[length - 1] = 1, 2, 2  # [CLS] a [SEP] b [SEP]
+        candidates = [p for p in range(1, length - 1) if p != split]
+        for j, p in enumerate(sorted(rng.choice(candidates, predictions, replace=False))):
+            labels[i, j] = 6 + k % 7 if k % 10 < other_tenths else 5
+            positions[i, j] = p
+            tokens[p] = 3  # [MASK]
+            k += 1
+        ids[i, :length] = tokens
+        mask[i, :length] = 1
+        segments[i, split + 1:length] = 1
+    with h5py.File(path, "w") as f:
+        f["input_ids"], f["input_mask"], f["segment_ids"] = ids, mask, segments
+        f["masked_lm_positions"], f["masked_lm_ids"] = positions, labels
+        f["next_sentence_labels"] = rng.integers(0, 2, count).astype(np.int8)
+
+
+def write_tiny_benchmark(directory, target=0.72, max_samples=1600, runs=2, other_tenths=1):
+    directory.mkdir(parents=True, exist_ok=True)
+    write_tiny_shard(directory / "train.hdf5", 512, seed=1, other_tenths=other_tenths)
+    write_tiny_shard(directory / "eval.hdf5", 64, seed=2, other_tenths=other_tenths)
+    (directory / "benchmark.json").write_text(json.dumps({
+        "name": "tiny", "submission_benchmark": "bert", "target_accuracy": target, "eval_samples": 64,
+        "eval_interval": {"scale": 1.0, "per_global_batch_sample": 0.0, "offset": 128, "round_down_to": 1},
+        "runs": runs}))
+    config = directory / "config.json"
+    config.write_text(json.dumps({
+        "benchmark": "tiny", "system": "cpu_2c",
+        "bert_config": {"vocab_size": 32, "hidden_size": 16, "num_hidden_layers": 24, "num_attention_heads": 2,
+                        "intermediate_size": 32, "hidden_act": "gelu", "hidden_dropout_prob": 0.1,
+                        "attention_probs_dropout_prob": 0.1, "max_position_embeddings": 32, "type_vocab_size": 2,
+                        "initializer_range": 0.02},
+        "data": {"train_files": ["train.hdf5"], "eval_file": "eval.hdf5", "seq_len": 32, "max_predictions": 5,
+                 "packed": False},
+        "batch": {"local_batch_size": 8, "grad_accum_steps": 1, "ranks": 1, "threads": 1},
+        "lamb": {"learning_rate": 0.02, "beta1": 0.9, "beta2": 0.999, "epsilon": 1e-06, "weight_decay": 0.01,
+                 "max_grad_norm": 1.0, "train_steps": 200, "warmup_steps": 0, "start_warmup_step": 0,
+                 "poly_power": 1.0},
+        "eval": {"batch_size": 16}, "max_samples": max_samples}))
+    return config
+
+
+needs_bertperf = pytest.mark.skipif(BERTPERF is None, reason="bertperf not built")
+
+
+def run_once(config, log, *extra, timeout=300):
+    return subprocess.run([str(BERTPERF), "run-once", "--config", str(config), "--log", str(log),
+                           "--system-file", str(SYSTEM_FILE), *extra],
+                          capture_output=True, text=True, timeout=timeout)
+
+
+@needs_bertperf
+def test_real_run_reaches_target_and_passes(tmp_path):
+    config = write_tiny_benchmark(tmp_path / "bench")
+    log = tmp_path / "result_0.txt"
+    proc = run_once(config, log)
+    assert proc.returncode == 0, proc.stderr
+    lines = log.read_text().splitlines()
+    assert all(line.startswith(":::MLLOG {") for line in lines)  # the progress line stays on stderr
+    assert "[bertperf] samples" in proc.stderr
+    assert '"status": "success"' in lines[-1]
+    for ruleset in RULESETS:
+        passed, messages, output = official_check(log, ruleset, tmp_path)
+        assert passed and not messages, output
+
+
+@needs_bertperf
+def test_real_run_aborted_at_max_samples_fails_only_on_accuracy(tmp_path):
+    # At most 0.6 accuracy: short of our target and of the rules' 0.720.
+    config = write_tiny_benchmark(tmp_path / "bench", target=0.95, max_samples=256, other_tenths=4)
+    log = tmp_path / "result_0.txt"
+    proc = run_once(config, log, "--no-progress")
+    assert proc.returncode == 3, proc.stderr
+    assert '"status": "aborted"' in log.read_text().splitlines()[-1]
+    assert "[bertperf] samples" not in proc.stderr
+    for ruleset in RULESETS:
+        passed, messages, output = official_check(log, ruleset, tmp_path)
+        assert not passed, output
+        assert messages == [ACCURACY_RULE], output
+
+
+@needs_bertperf
+def test_bad_config_is_one_line_and_no_log(tmp_path):
+    config = write_tiny_benchmark(tmp_path / "bench")
+    data = json.loads(config.read_text())
+    data["lamb"]["beta_2"] = data["lamb"].pop("beta2")
+    config.write_text(json.dumps(data))
+    log = tmp_path / "result_0.txt"
+    proc = run_once(config, log)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().count("\n") == 0
+    assert "config.json: lamb: missing field 'beta2'" in proc.stderr
+    assert list(tmp_path.glob("*result_0*")) == []
+
+
+def wait_for(predicate, timeout=60):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+@needs_bertperf
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_signal_leaves_no_result_file(tmp_path, sig):
+    # Unreachable target and a large limit: the run is still training when the signal comes.
+    config = write_tiny_benchmark(tmp_path / "bench", target=0.95, max_samples=10**7)
+    out = tmp_path / "out"
+    out.mkdir()
+    proc = subprocess.Popen([str(BERTPERF), "run-once", "--config", str(config), "--log", str(out / "result_0.txt"),
+                             "--system-file", str(SYSTEM_FILE), "--no-progress"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        temp = lambda: [p for p in out.iterdir() if ".tmp." in p.name]  # noqa: E731
+        assert wait_for(lambda: temp() and "run_start" in temp()[0].read_text()), "no temporary log appeared"
+        proc.send_signal(sig)
+        proc.wait(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == -sig
+    assert list(out.iterdir()) == []
+
+
+@needs_bertperf
+def test_run_builds_a_tree_the_package_checker_accepts(tmp_path):
+    """Ten runs into an MLPerf tree; the official package checker (compliance of each file, seed
+    checker, system description) accepts it. RCP is bypassed: there is no RCP for this batch size."""
+    config = write_tiny_benchmark(tmp_path / "bench", runs=10)
+    root = tmp_path / "tree"
+    proc = subprocess.run([str(BERTPERF), "run", "--config", str(config), "--out", str(root), "--system-file",
+                           str(SYSTEM_FILE), "--no-progress"], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    results = sorted(p.name for p in (root / "results" / "cpu_2c" / "bert").iterdir())
+    assert results == sorted(f"result_{i}.txt" for i in range(10))
+    assert json.loads((root / "systems" / "cpu_2c.json").read_text()) == json.loads(SYSTEM_FILE.read_text())
+    assert proc.stdout.count("success") == 10
+    for ruleset in RULESETS:
+        check = subprocess.run([sys.executable, "-m", "mlperf_logging.package_checker", str(root), "training",
+                                ruleset, "--rcp-bypass", "--log_output", str(tmp_path / "package.log")],
+                               capture_output=True, text=True, timeout=600, cwd=tmp_path)
+        assert "PACKAGE CHECKER FOUND NO ERRORS, SUCCESS" in check.stdout + check.stderr, check.stdout + check.stderr
+
+
+@needs_bertperf
+def test_run_refuses_to_overwrite_and_resumes(tmp_path):
+    config = write_tiny_benchmark(tmp_path / "bench", runs=2)
+    root = tmp_path / "tree"
+    args = [str(BERTPERF), "run", "--config", str(config), "--out", str(root), "--system-file", str(SYSTEM_FILE),
+            "--no-progress"]
+    assert subprocess.run(args + ["--runs", "1"], capture_output=True, timeout=300).returncode == 0
+    first = (root / "results/cpu_2c/bert/result_0.txt").read_text()
+    again = subprocess.run(args, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 2 and "exists already" in again.stderr
+    resumed = subprocess.run(args + ["--resume"], capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr
+    assert (root / "results/cpu_2c/bert/result_0.txt").read_text() == first
+    assert (root / "results/cpu_2c/bert/result_1.txt").exists()
