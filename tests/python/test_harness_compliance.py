@@ -260,3 +260,46 @@ def test_run_refuses_to_overwrite_and_resumes(tmp_path):
     assert resumed.returncode == 0, resumed.stderr
     assert (root / "results/cpu_2c/bert/result_0.txt").read_text() == first
     assert (root / "results/cpu_2c/bert/result_1.txt").exists()
+
+
+@needs_bertperf
+@pytest.mark.skipif(not any((Path(d) / "mpirun").exists() for d in os.environ.get("PATH", "").split(":")),
+                    reason="mpirun not installed")
+def test_two_rank_run_logs_once_and_passes(tmp_path):
+    """`run` launches a 2-rank config through mpirun; only rank 0 logs, so every key appears once."""
+    config = write_tiny_benchmark(tmp_path / "bench")
+    data = json.loads(config.read_text())
+    data["batch"].update(ranks=2, local_batch_size=4)
+    config.write_text(json.dumps(data))
+    root = tmp_path / "tree"
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    proc = subprocess.run([str(BERTPERF), "run", "--config", str(config), "--out", str(root), "--runs", "1",
+                           "--system-file", str(SYSTEM_FILE), "--no-progress", "--mpirun-args", "--oversubscribe"],
+                          capture_output=True, text=True, timeout=300, env=env)
+    assert proc.returncode == 0, proc.stderr
+    log = root / "results/cpu_2c/bert/result_0.txt"
+    keys = [json.loads(line.split(":::MLLOG ", 1)[1])["key"] for line in log.read_text().splitlines()]
+    for key in ["cache_clear", "init_start", "seed", "global_batch_size", "init_stop", "run_start", "run_stop"]:
+        assert keys.count(key) == 1, key
+    assert keys.count("weights_initialization") == 398
+    for ruleset in RULESETS:
+        passed, messages, output = official_check(log, ruleset, tmp_path)
+        assert passed and not messages, output
+
+
+@needs_bertperf
+def test_run_interrupted_stops_and_leaves_no_partial_result(tmp_path):
+    config = write_tiny_benchmark(tmp_path / "bench", target=0.95, max_samples=10**7, runs=3)
+    root = tmp_path / "tree"
+    proc = subprocess.Popen([str(BERTPERF), "run", "--config", str(config), "--out", str(root), "--system-file",
+                             str(SYSTEM_FILE), "--no-progress"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    results = root / "results/cpu_2c/bert"
+    try:
+        assert wait_for(lambda: results.is_dir() and any(".tmp." in p.name for p in results.iterdir()))
+        proc.send_signal(signal.SIGTERM)  # to the parent only: it forwards to the run in progress
+        proc.wait(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 128 + signal.SIGTERM
+    assert list(results.iterdir()) == []
+    assert [p.name for p in (root / "systems").iterdir()] == ["cpu_2c.json"]
