@@ -92,6 +92,40 @@ BENCHMARK(BM_Linear)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
+// ---- a whole FFN sub-block, forward and backward --------------------------------------------------
+// GEMMs interleaved with elementwise loops, as the model runs them: shows the cost of switching
+// threads between BLAS and OpenMP loops, which the per-op benchmarks do not.
+
+void BM_FfnBlock(benchmark::State& state) {
+  const size_t nh = static_cast<size_t>(kTokens) * kHidden, nf = static_cast<size_t>(kTokens) * kFfn;
+  auto x = random_buffer(nh), w1 = random_buffer(static_cast<size_t>(kHidden) * kFfn, -0.05f, 0.05f),
+       b1 = random_buffer(kFfn), w2 = random_buffer(static_cast<size_t>(kFfn) * kHidden, -0.05f, 0.05f),
+       b2 = random_buffer(kHidden), g = random_buffer(kHidden), be = random_buffer(kHidden),
+       dy = random_buffer(nh);
+  AlignedBuffer<float> h(nf), a(nf), o(nh), r(nh), y(nh), mean(kTokens), rstd(kTokens);
+  AlignedBuffer<float> dr(nh), dx(nh), dout(nh), da(nf), dh(nf), dw1(w1.size()), db1(kFfn), dw2(w2.size()),
+      db2(kHidden), dg(kHidden), dbe(kHidden);
+  const RngKey key = kKey;
+  for (auto _ : state) {
+    ops::linear_forward(h.data(), x.data(), w1.data(), b1.data(), kTokens, kHidden, kFfn, ops::WeightLayout::IN_OUT);
+    ops::gelu_forward(a.data(), h.data(), nf);
+    ops::linear_forward(o.data(), a.data(), w2.data(), b2.data(), kTokens, kFfn, kHidden, ops::WeightLayout::IN_OUT);
+    ops::dropout_residual_forward(r.data(), o.data(), x.data(), nh, 0.1f, key);
+    ops::layernorm_forward(y.data(), mean.data(), rstd.data(), r.data(), g.data(), be.data(), kTokens, kHidden);
+    ops::layernorm_backward(dr.data(), dg.data(), dbe.data(), dy.data(), r.data(), g.data(), mean.data(),
+                            rstd.data(), kTokens, kHidden);
+    ops::dropout_residual_backward(dout.data(), dx.data(), dr.data(), nh, 0.1f, key);
+    ops::linear_backward(da.data(), dw2.data(), db2.data(), dout.data(), a.data(), w2.data(), kTokens, kFfn,
+                         kHidden, ops::WeightLayout::IN_OUT);
+    ops::gelu_backward(dh.data(), h.data(), da.data(), nf);
+    ops::linear_backward(dx.data(), dw1.data(), db1.data(), dh.data(), x.data(), w1.data(), kTokens, kHidden,
+                         kFfn, ops::WeightLayout::IN_OUT);
+    benchmark::ClobberMemory();
+  }
+  set_flops(state, 6.0 * 2 * kTokens * kHidden * kFfn);  // the GEMMs only
+}
+BENCHMARK(BM_FfnBlock)->Unit(benchmark::kMillisecond)->UseRealTime();
+
 // ---- attention core ------------------------------------------------------------------------------
 
 void BM_Attention(benchmark::State& state) {

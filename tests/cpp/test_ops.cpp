@@ -152,6 +152,51 @@ void expect_near_all(const Vec& got, const Vec& want, double tol, const std::str
   }
 }
 
+// ---- GEMM ---------------------------------------------------------------------------------------
+
+// Products large enough that gemm splits C over threads, by rows (M >= N) and by columns (N > M),
+// for every transpose combination, against the textbook sum.
+TEST(Gemm, SplitProductsMatchNaiveForEveryTransposeAndShape) {
+  std::mt19937_64 rng(19);
+  const int saved = omp_get_max_threads();
+  omp_set_num_threads(3);  // uneven blocks
+  struct Shape {
+    int M, N, K;
+  };
+  for (Shape sh : {Shape{301, 47, 211}, Shape{45, 333, 190}}) {
+    for (bool ta : {false, true})
+      for (bool tb : {false, true}) {
+        SCOPED_TRACE(testing::Message() << sh.M << "x" << sh.N << "x" << sh.K << " ta " << ta << " tb " << tb);
+        const int M = sh.M, N = sh.N, K = sh.K;
+        // Leading dimensions wider than the matrices, as attention uses them.
+        const int lda = (ta ? M : K) + 3, ldb = (tb ? K : N) + 5, ldc = N + 2;
+        const Vec a = random_vec(static_cast<size_t>(ta ? K : M) * lda, rng),
+                  b = random_vec(static_cast<size_t>(tb ? N : K) * ldb, rng);
+        Vec c = random_vec(static_cast<size_t>(M) * ldc, rng);
+        const Vec c0 = c;
+        cpu::gemm<double>(ta, tb, M, N, K, 0.5, a.data(), lda, b.data(), ldb, 2.0, c.data(), ldc);
+        const std::vector<float> af = to_float(a), bf = to_float(b);
+        std::vector<float> cf = to_float(c0);
+        cpu::gemm<float>(ta, tb, M, N, K, 0.5f, af.data(), lda, bf.data(), ldb, 2.0f, cf.data(), ldc);
+        int failures = 0;
+        for (int i = 0; i < M; ++i)
+          for (int j = 0; j < ldc; ++j) {
+            double want = c0[i * ldc + j];  // padding columns must stay untouched
+            if (j < N) {
+              double s = 0;
+              for (int k = 0; k < K; ++k) s += (ta ? a[k * lda + i] : a[i * lda + k]) * (tb ? b[j * ldb + k] : b[k * ldb + j]);
+              want = 0.5 * s + 2.0 * c0[i * ldc + j];
+            }
+            if ((std::fabs(c[i * ldc + j] - want) > 1e-12 || std::fabs(cf[i * ldc + j] - want) > 1e-4) &&
+                failures++ < 5)
+              ADD_FAILURE() << "C[" << i << "," << j << "]: double " << c[i * ldc + j] << ", float "
+                            << cf[i * ldc + j] << ", want " << want;
+          }
+      }
+  }
+  omp_set_num_threads(saved);
+}
+
 // ---- linear ------------------------------------------------------------------------------------------
 
 TEST(Linear, ForwardMatchesNaiveBothLayouts) {
@@ -644,8 +689,24 @@ TEST(Determinism, ResultsDoNotDependOnTheThreadCount) {
   const std::vector<Vec> many = run_all_ops<float>(17, scale);
   omp_set_num_threads(saved);
   ASSERT_EQ(one.size(), many.size());
-  // omp_set_num_threads leaves OpenBLAS alone, so this isolates our own loops and reductions.
   for (size_t r = 0; r < one.size(); ++r) EXPECT_EQ(one[r], many[r]) << "result " << r;
+}
+
+TEST(Determinism, SplitGemmEqualsOneThreadGemm) {
+  std::mt19937_64 rng(20);
+  const int M = 520, N = 300, K = 257;
+  const std::vector<float> a = to_float(random_vec(M * K, rng)), b = to_float(random_vec(K * N, rng));
+  std::vector<float> one(M * N), many(M * N), many_t(N * M), one_t(N * M);
+  const int saved = omp_get_max_threads();
+  omp_set_num_threads(1);
+  cpu::gemm<float>(false, false, M, N, K, 1.0f, a.data(), K, b.data(), N, 0.0f, one.data(), N);
+  cpu::gemm<float>(true, true, N, M, K, 1.0f, b.data(), N, a.data(), K, 0.0f, one_t.data(), M);
+  omp_set_num_threads(std::max(3, saved));
+  cpu::gemm<float>(false, false, M, N, K, 1.0f, a.data(), K, b.data(), N, 0.0f, many.data(), N);
+  cpu::gemm<float>(true, true, N, M, K, 1.0f, b.data(), N, a.data(), K, 0.0f, many_t.data(), M);
+  omp_set_num_threads(saved);
+  EXPECT_EQ(one, many);      // split by rows
+  EXPECT_EQ(one_t, many_t);  // split by columns
 }
 
 TEST(OpsEntryPoints, ForwardToTheFloatInstantiation) {

@@ -5,8 +5,6 @@
 // disjoint set of q, k, v, ctx channels, so pairs run in parallel with no synchronisation. Heads are
 // read in place from the (B, S, A*D) layout with leading dimension A*D; nothing is transposed.
 // Inside the parallel loop BLAS runs single-threaded (the pairs already fill the cores).
-#include <cblas.h>
-
 #include <algorithm>
 #include <cmath>
 
@@ -20,23 +18,6 @@ namespace {
 
 // Probability elements the dropout path of the forward stages on the stack at once.
 constexpr size_t kTile = 16384;
-
-// Keeps OpenBLAS to one thread while OpenMP threads each run their own small GEMMs: nested
-// parallelism would oversubscribe the cores.
-class SingleThreadedBlas {
- public:
-  explicit SingleThreadedBlas(bool active) : saved_(active ? openblas_get_num_threads() : 1) {
-    if (saved_ != 1) openblas_set_num_threads(1);
-  }
-  ~SingleThreadedBlas() {
-    if (saved_ != 1) openblas_set_num_threads(saved_);
-  }
-  SingleThreadedBlas(const SingleThreadedBlas&) = delete;
-  SingleThreadedBlas& operator=(const SingleThreadedBlas&) = delete;
-
- private:
-  int saved_;
-};
 
 // Tiny problems (tests, toy models) stay on one thread: a parallel region costs more than the work.
 inline bool worth_parallel(int B, int S, int A, int D) {

@@ -2,6 +2,7 @@
 // and the column-block split used by every reduction over rows.
 #pragma once
 
+#include <cblas.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -127,6 +128,25 @@ inline void dropout_multipliers(T* mult, uint64_t first, size_t count, float dro
 
 // Elements handled per stack chunk when a loop needs dropout multipliers.
 inline constexpr size_t kDropoutChunk = 1024;
+
+// ---- threads ----------------------------------------------------------------------------------------
+
+// Keeps OpenBLAS on one thread for a scope (when `active`), restoring its setting after: OpenMP
+// threads run the backend's BLAS calls, and nested parallelism would oversubscribe the cores.
+class SingleThreadedBlas {
+ public:
+  explicit SingleThreadedBlas(bool active) : saved_(active ? openblas_get_num_threads() : 1) {
+    if (saved_ != 1) openblas_set_num_threads(1);
+  }
+  ~SingleThreadedBlas() {
+    if (saved_ != 1) openblas_set_num_threads(saved_);
+  }
+  SingleThreadedBlas(const SingleThreadedBlas&) = delete;
+  SingleThreadedBlas& operator=(const SingleThreadedBlas&) = delete;
+
+ private:
+  int saved_;
+};
 
 // ---- reductions over rows ------------------------------------------------------------------------
 
