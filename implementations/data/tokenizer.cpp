@@ -182,6 +182,19 @@ inline size_t utf8_sequence(const uint8_t* p, size_t avail, char32_t& cp) {
 // hashed on their own.
 constexpr size_t kMaxPieceBytes = 64;
 
+bool is_ascii(std::string_view text) {
+  const char* p = text.data();
+  size_t n = text.size();
+  uint64_t high = 0;
+  for (; n >= 8; n -= 8, p += 8) {
+    uint64_t v;
+    std::memcpy(&v, p, 8);
+    high |= v;
+  }
+  for (; n > 0; --n, ++p) high |= static_cast<uint8_t>(*p);
+  return (high & 0x8080808080808080ULL) == 0;
+}
+
 inline bool is_continuation_byte(char c) { return (static_cast<uint8_t>(c) & 0xC0) == 0x80; }
 
 // Per-thread buffers, reused from line to line so that tokenizing allocates nothing once warm.
@@ -313,9 +326,11 @@ class StringTable {
     while (capacity < entries.size() * 2) capacity *= 2;
     mask_ = capacity - 1;
     slots_.assign(capacity, Slot{});
+    filter_.assign(kFilterBits / 64, 0);
     for (const auto& [key, id] : entries) {
       max_len_ = std::max(max_len_, key.size());
       const uint64_t h = hash(key);
+      for (uint64_t bit : {filter_bit(h, 20), filter_bit(h, 42)}) filter_[bit / 64] |= uint64_t(1) << (bit % 64);
       size_t i = h & mask_;
       while (slots_[i].id >= 0) i = (i + 1) & mask_;
       slots_[i] = Slot{static_cast<uint32_t>(h >> 32), id, static_cast<uint32_t>(pool_.size()),
@@ -325,6 +340,10 @@ class StringTable {
   }
   // `h` must be hash(key).
   int32_t find(std::string_view key, uint64_t h) const {
+    // Most WordPiece lookups miss (longest candidates are tried first); the filter answers most
+    // of those from 64 KB that stay in cache, instead of a probe into the 1 MB slot array.
+    for (uint64_t bit : {filter_bit(h, 20), filter_bit(h, 42)})
+      if (!(filter_[bit / 64] >> (bit % 64) & 1)) return -1;
     const uint32_t tag = static_cast<uint32_t>(h >> 32);
     for (size_t i = h & mask_;; i = (i + 1) & mask_) {
       const Slot& s = slots_[i];
@@ -347,7 +366,10 @@ class StringTable {
       if (stored[i] != key[i]) return false;
     return true;
   }
+  static constexpr uint64_t kFilterBits = uint64_t(1) << 19;
+  static uint64_t filter_bit(uint64_t h, int shift) { return (h >> shift) & (kFilterBits - 1); }
   std::vector<Slot> slots_;
+  std::vector<uint64_t> filter_;  // a two-hash Bloom filter of the keys
   std::string pool_;
   size_t mask_ = 0;
   size_t max_len_ = 0;
@@ -409,6 +431,38 @@ size_t FullTokenizer::run_basic(std::string_view text, Sink&& sink) const {
   const UnicodeTables& t = tables();
   Scratch& s = scratch();
 
+  std::string& word = s.word;
+  word.clear();
+  size_t word_chars = 0;
+  auto flush = [&] {
+    if (!word.empty()) sink(std::string_view(word), word_chars);
+    word.clear();
+    word_chars = 0;
+  };
+
+  // Most lines are pure ASCII: then every step is a byte-table lookup, with no decoding and no
+  // intermediate buffer. Dropped characters vanish without splitting the word around them.
+  if (is_ascii(text)) {
+    for (char c : text) {
+      const uint16_t props = t.ascii_props[static_cast<uint8_t>(c)];
+      if (props & u::kDrop) continue;
+      if (props & u::kCleanSpace) {
+        flush();
+      } else if (props & u::kPunct) {
+        flush();
+        word.push_back(c);
+        word_chars = 1;
+        flush();
+      } else {
+        if (options_.do_lower_case && c >= 'A' && c <= 'Z') c = static_cast<char>(c + 32);
+        word.push_back(c);
+        ++word_chars;
+      }
+    }
+    flush();
+    return 0;
+  }
+
   // _clean_text and _tokenize_chinese_chars, fused with decoding.
   std::vector<char32_t>& cleaned = s.cleaned;
   cleaned.clear();
@@ -441,14 +495,6 @@ size_t FullTokenizer::run_basic(std::string_view text, Sink&& sink) const {
       cleaned.push_back(cp);
     }
   }
-
-  std::string& word = s.word;
-  size_t word_chars = 0;
-  auto flush = [&] {
-    if (!word.empty()) sink(std::string_view(word), word_chars);
-    word.clear();
-    word_chars = 0;
-  };
 
   // str.split(), then per token: lower, strip accents, split on punctuation.
   const size_t n = cleaned.size();
