@@ -24,13 +24,15 @@ std::vector<FlatChunk> make_chunks(const TensorTable& table) {
 }
 
 // Per-chunk partial sums of squares, then summed in chunk order: deterministic for any thread count.
-double sum_of_squares(const FlatTensors& x, const std::vector<FlatChunk>& chunks) {
-  std::vector<double> partial(chunks.size());
+// `partial` is caller-owned scratch, so repeated calls allocate nothing.
+double sum_of_squares(const FlatTensors& x, const std::vector<FlatChunk>& chunks, std::vector<double>& partial) {
+  partial.resize(chunks.size());
   const TensorTable& table = x.table();
 #pragma omp parallel for schedule(dynamic, 4)
   for (size_t c = 0; c < chunks.size(); ++c) {
     const float* p = x.get(table[chunks[c].tensor]);
     double s = 0;
+#pragma omp simd reduction(+ : s)
     for (size_t i = chunks[c].begin; i < chunks[c].end; ++i) s += double(p[i]) * double(p[i]);
     partial[c] = s;
   }
@@ -46,18 +48,25 @@ void scale_all(FlatTensors& x, float scale) {
   for (size_t i = 0; i < n; ++i) p[i] *= scale;
 }
 
-}  // namespace
-
-double global_norm(const FlatTensors& grads) {
-  return std::sqrt(sum_of_squares(grads, make_chunks(grads.table())));
-}
-
-double clip_by_global_norm(FlatTensors& grads, double max_norm) {
+double clip_by_global_norm(FlatTensors& grads, double max_norm, const std::vector<FlatChunk>& chunks,
+                           std::vector<double>& partial) {
   BERT_CHECK(max_norm > 0, "max_grad_norm must be positive, got ", max_norm);
-  const double norm = global_norm(grads);
+  const double norm = std::sqrt(sum_of_squares(grads, chunks, partial));
   if (!std::isfinite(norm)) return norm;
   if (norm > max_norm) scale_all(grads, static_cast<float>(max_norm / norm));
   return norm;
+}
+
+}  // namespace
+
+double global_norm(const FlatTensors& grads) {
+  std::vector<double> partial;
+  return std::sqrt(sum_of_squares(grads, make_chunks(grads.table()), partial));
+}
+
+double clip_by_global_norm(FlatTensors& grads, double max_norm) {
+  std::vector<double> partial;
+  return clip_by_global_norm(grads, max_norm, make_chunks(grads.table()), partial);
 }
 
 // ---- LAMB ---------------------------------------------------------------------------------------
@@ -88,23 +97,23 @@ void Lamb::step(FlatTensors& params, const FlatTensors& grads, double lr) {
   const float inv_c2 = static_cast<float>(1.0 / (1.0 - std::pow(hp_.beta2, double(t_))));
 
   // The update direction u of element i; computed in both passes rather than stored, so LAMB needs
-  // no buffer beyond m and v.
-  auto direction = [&](float m, float v, float w, bool decay) {
-    float u = (m * inv_c1) / (std::sqrt(v * inv_c2) + eps);
-    if (decay) u += wd * w;
-    return u;
+  // no buffer beyond m and v. `decay` is weight_decay, or 0 for an excluded tensor (branch-free, so
+  // the loops vectorise).
+  auto direction = [=](float m, float v, float w, float decay) {
+    return (m * inv_c1) / (std::sqrt(v * inv_c2) + eps) + decay * w;
   };
 
   // Pass 1: moments, and per-chunk |w|^2 and |u|^2 (w before the update).
 #pragma omp parallel for schedule(dynamic, 4)
   for (size_t c = 0; c < chunks.size(); ++c) {
     const TensorInfo& info = table[chunks[c].tensor];
-    const bool decay = !excluded_[chunks[c].tensor];
+    const float decay = excluded_[chunks[c].tensor] ? 0.0f : wd;
     const float* g = grads.get(info);
     const float* w = params.get(info);
     float* m = m_.get(info);
     float* v = v_.get(info);
     double w_sq = 0, u_sq = 0;
+#pragma omp simd reduction(+ : w_sq, u_sq)
     for (size_t i = chunks[c].begin; i < chunks[c].end; ++i) {
       m[i] = b1 * m[i] + one_minus_b1 * g[i];
       v[i] = b2 * v[i] + one_minus_b2 * g[i] * g[i];
@@ -131,11 +140,12 @@ void Lamb::step(FlatTensors& params, const FlatTensors& grads, double lr) {
 #pragma omp parallel for schedule(dynamic, 4)
   for (size_t c = 0; c < chunks.size(); ++c) {
     const TensorInfo& info = table[chunks[c].tensor];
-    const bool decay = !excluded_[chunks[c].tensor];
+    const float decay = excluded_[chunks[c].tensor] ? 0.0f : wd;
     const float step = ratio_[chunks[c].tensor] * static_cast<float>(lr);
     const float* m = m_.get(info);
     const float* v = v_.get(info);
     float* w = params.get(info);
+#pragma omp simd
     for (size_t i = chunks[c].begin; i < chunks[c].end; ++i) w[i] -= step * direction(m[i], v[i], w[i], decay);
   }
 }
@@ -143,7 +153,7 @@ void Lamb::step(FlatTensors& params, const FlatTensors& grads, double lr) {
 // ---- gradient accumulation ----------------------------------------------------------------------
 
 GradAccumulator::GradAccumulator(const TensorTable& table, int micro_batches, double max_grad_norm)
-    : micro_batches_(micro_batches), max_grad_norm_(max_grad_norm), sum_(table) {
+    : micro_batches_(micro_batches), max_grad_norm_(max_grad_norm), sum_(table), chunks_(make_chunks(table)) {
   BERT_CHECK(micro_batches > 0, "gradient accumulation needs at least one micro-batch, got ", micro_batches);
   BERT_CHECK(max_grad_norm > 0, "max_grad_norm must be positive, got ", max_grad_norm);
 }
@@ -151,7 +161,7 @@ GradAccumulator::GradAccumulator(const TensorTable& table, int micro_batches, do
 double GradAccumulator::add(FlatTensors& micro) {
   BERT_CHECK(&micro.table() == &sum_.table(), "GradAccumulator: gradient laid out by another table");
   BERT_CHECK(added_ < micro_batches_, "GradAccumulator: ", added_, " micro-batches added without a reset");
-  const double norm = clip_by_global_norm(micro, max_grad_norm_);
+  const double norm = clip_by_global_norm(micro, max_grad_norm_, chunks_, partial_);
   if (!std::isfinite(norm)) return norm;
   const float inv_n = 1.0f / static_cast<float>(micro_batches_);
   const float* g = micro.data();
