@@ -27,7 +27,8 @@ int cmd_train(const Args& args) {
 
   TrainSession session(config, static_cast<uint64_t>(seed));
   const TrainProgress done = session.train_until(target, [](const TrainProgress& p) {
-    std::printf("step %lld samples %lld loss %.6f lr %.6g\n", static_cast<long long>(p.optimizer_steps),
+    // 9 significant digits print an fp32 loss exactly, so runs can be compared as text.
+    std::printf("step %lld samples %lld loss %.9g lr %.6g\n", static_cast<long long>(p.optimizer_steps),
                 static_cast<long long>(p.samples_trained), p.last_loss, p.learning_rate);
     std::fflush(stdout);
   });

@@ -149,7 +149,7 @@ TrainProgress TrainSession::train_until(int64_t target_samples,
                                         const std::function<void(const TrainProgress&)>& on_step) {
   while (impl_->progress.samples_trained < target_samples && !impl_->progress.non_finite_loss) {
     impl_->optimizer_step();
-    if (on_step) on_step(impl_->progress);
+    if (on_step && !impl_->progress.non_finite_loss) on_step(impl_->progress);
   }
   return impl_->progress;
 }

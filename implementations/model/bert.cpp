@@ -138,6 +138,22 @@ BertModel::BertModel(const BertConfig& config, BatchShape max_shape)
 
 BertModel::~BertModel() = default;
 
+const BertView<const float>& BertModel::params_view(const FlatTensors& params) {
+  if (params.data() != params_view_base_) {
+    params_view_ = bert_view(params, config_);
+    params_view_base_ = params.data();
+  }
+  return params_view_;
+}
+
+const BertView<float>& BertModel::grads_view(FlatTensors& grads) {
+  if (grads.data() != grads_view_base_) {
+    grads_view_ = bert_view(grads, config_);
+    grads_view_base_ = grads.data();
+  }
+  return grads_view_;
+}
+
 const float* BertModel::mlm_logits() const { return acts_->mlm_logits; }
 const float* BertModel::nsp_logits() const { return acts_->nsp_logits; }
 size_t BertModel::arena_bytes() const { return arena_.capacity(); }
@@ -167,7 +183,7 @@ BertOutputs BertModel::forward(const FlatTensors& params, const Batch& batch, bo
   dropout_seed_ = dropout_seed;
   step_ = step;
   const BertConfig& c = config_;
-  const auto p = bert_view(params, c);
+  const auto& p = params_view(params);
   Activations& a = *acts_;
   const int B = batch.rows, S = batch.seq_len, N = batch.tokens(), H = c.hidden_size, I = c.intermediate_size,
             V = c.vocab_size, A = c.num_attention_heads, D = c.head_size(), M = batch.predictions(),
@@ -245,8 +261,8 @@ BertOutputs BertModel::forward(const FlatTensors& params, const Batch& batch, bo
 
 void BertModel::backward(const FlatTensors& params, FlatTensors& grads, const Batch& batch) {
   const BertConfig& c = config_;
-  const auto p = bert_view(params, c);
-  auto g = bert_view(grads, c);
+  const auto& p = params_view(params);
+  const auto& g = grads_view(grads);
   Activations& a = *acts_;
   const int B = batch.rows, S = batch.seq_len, N = batch.tokens(), H = c.hidden_size, I = c.intermediate_size,
             V = c.vocab_size, A = c.num_attention_heads, D = c.head_size(), M = batch.predictions(),

@@ -61,6 +61,15 @@ class BertModel {
   BatchShape max_shape_;
   Arena arena_;
   std::unique_ptr<Activations> acts_;
+  // Views of the last parameter and gradient buffers: looking tensors up by name allocates, so a
+  // view is rebuilt only when a different buffer is passed, and steps after the first allocate
+  // nothing.
+  const BertView<const float>& params_view(const FlatTensors& params);
+  const BertView<float>& grads_view(FlatTensors& grads);
+  BertView<const float> params_view_;
+  const float* params_view_base_ = nullptr;
+  BertView<float> grads_view_;
+  float* grads_view_base_ = nullptr;
   // Dropout state of the last forward, reused by its backward.
   bool training_ = false;
   uint64_t dropout_seed_ = 0;

@@ -92,6 +92,9 @@ class GradAccumulator {
   double max_grad_norm_;
   int added_ = 0;
   FlatTensors sum_;
+  // Norm scratch, sized once so a step allocates nothing.
+  std::vector<FlatChunk> chunks_;
+  std::vector<double> partial_;
 };
 
 }  // namespace bertperf

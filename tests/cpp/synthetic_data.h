@@ -1,0 +1,96 @@
+// Small learnable pretraining data for tests that train: segment A repeats one word and segment B
+// another (the next word id for "IsNext", a random one otherwise), so a masked token is predictable
+// from the rest of its segment and the NSP label from the two words; a tiny model's loss falls
+// within a few dozen steps. Written in the variable-length MLPerf layout, and a
+// matching config (benchmark.json + config.json) in a scratch folder.
+#pragma once
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+
+#include "data/layouts.h"
+
+namespace bertperf::testing {
+
+// Special ids of the synthetic vocabulary: 0 padding, 1 [CLS], 2 [SEP], 3 [MASK]; words from 4.
+inline SequenceStore synthetic_sequences(int count, int seq_len, int vocab, int predictions, uint32_t seed) {
+  std::mt19937 rng(seed);
+  SequenceStore s;
+  const int words = vocab - 4;
+  for (int n = 0; n < count; ++n) {
+    const int length = seq_len / 2 + int(rng() % (seq_len / 2 + 1));  // [CLS] ... [SEP] ... [SEP]
+    const int split = 1 + int(rng() % (length - 3)) + 1;
+    const int8_t random_next = int8_t(rng() % 2);
+    const int word_a = int(rng() % words);
+    const int word_b = random_next ? int(rng() % words) : (word_a + 1) % words;
+    std::vector<int32_t> tokens(length);
+    std::vector<int8_t> segments(length);
+    for (int i = 0; i < length; ++i) {
+      segments[i] = i > split ? 1 : 0;
+      tokens[i] = 4 + (segments[i] ? word_b : word_a);
+    }
+    tokens[0] = 1;
+    tokens[split] = 2;
+    tokens[length - 1] = 2;
+    std::vector<int32_t> positions, labels;
+    for (int i = 1; i < length - 1 && int(positions.size()) < predictions; ++i) {
+      if (i == split || rng() % 7 != 0) continue;
+      positions.push_back(i);
+      labels.push_back(tokens[i]);
+      tokens[i] = 3;
+    }
+    if (positions.empty()) {  // every sequence predicts something
+      positions.push_back(1);
+      labels.push_back(tokens[1]);
+      tokens[1] = 3;
+    }
+    s.input_ids.insert(s.input_ids.end(), tokens.begin(), tokens.end());
+    s.segment_ids.insert(s.segment_ids.end(), segments.begin(), segments.end());
+    s.token_offsets.push_back(s.input_ids.size());
+    s.mlm_positions.insert(s.mlm_positions.end(), positions.begin(), positions.end());
+    s.mlm_ids.insert(s.mlm_ids.end(), labels.begin(), labels.end());
+    s.mlm_offsets.push_back(s.mlm_positions.size());
+    s.nsp_labels.push_back(random_next);
+  }
+  return s;
+}
+
+struct SyntheticRun {
+  std::filesystem::path dir;
+  std::string config_path;
+};
+
+// Writes train and eval shards, benchmark.json and config.json under `dir` for a tiny BERT.
+// `overrides` is spliced into the config's top level (e.g. "\"max_samples\": 640,").
+inline SyntheticRun write_synthetic_run(const std::filesystem::path& dir, const std::string& overrides = "",
+                                        const std::string& lamb_lr = "0.01") {
+  std::filesystem::create_directories(dir);
+  const int seq_len = 32, vocab = 64, predictions = 5;
+  write_varlength((dir / "train.hdf5").string(), synthetic_sequences(512, seq_len, vocab, predictions, 1));
+  write_varlength((dir / "eval.hdf5").string(), synthetic_sequences(64, seq_len, vocab, predictions, 2));
+  std::ofstream(dir / "benchmark.json") << R"({
+  "name": "synthetic", "submission_benchmark": "bert", "division": "open",
+  "description": "test data", "notes": "", "target_accuracy": 0.5, "eval_samples": 64,
+  "eval_interval": {"scale": 1.0, "per_global_batch_sample": 0.0, "offset": 256, "round_down_to": 1},
+  "runs": 2
+})";
+  const std::string config = (dir / "config.json").string();
+  std::ofstream(config) << R"({
+  "benchmark": "synthetic", "system": "test_cpu", )" << overrides << R"(
+  "bert_config": {"vocab_size": 64, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4,
+                  "intermediate_size": 64, "hidden_act": "gelu", "hidden_dropout_prob": 0.1,
+                  "attention_probs_dropout_prob": 0.1, "max_position_embeddings": 64, "type_vocab_size": 2,
+                  "initializer_range": 0.02},
+  "data": {"train_files": ["train.hdf5"], "eval_file": "eval.hdf5", "seq_len": 32, "max_predictions": 5,
+           "packed": false},
+  "batch": {"local_batch_size": 8, "grad_accum_steps": 1, "ranks": 1, "threads": 1},
+  "lamb": {"learning_rate": )" << lamb_lr << R"(, "beta1": 0.9, "beta2": 0.999, "epsilon": 1e-06, "weight_decay": 0.01,
+           "max_grad_norm": 1.0, "train_steps": 1000, "warmup_steps": 0, "start_warmup_step": 0, "poly_power": 1.0},
+  "eval": {"batch_size": 16}
+})";
+  return {dir, config};
+}
+
+}  // namespace bertperf::testing

@@ -1,0 +1,228 @@
+// Training as a whole, on small learnable data: the loss falls; a run is bit-identical when
+// repeated in one process and across processes; a training step allocates nothing after the first;
+// bad configs, bad data and a NaN loss each end `bertperf train` with one line and a non-zero exit.
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <new>
+#include <sstream>
+
+#include "harness/train_config.h"
+#include "harness/train_session.h"
+#include "data/reader.h"
+#include "model/bert.h"
+#include "model/checkpoint.h"
+#include "optim/lamb.h"
+#include "synthetic_data.h"
+
+// Counts every operator new in this test program while `g_count_allocations` is set.
+static std::atomic<bool> g_count_allocations{false};
+static std::atomic<long> g_allocations{0};
+void* operator new(std::size_t n) {
+  if (g_count_allocations) ++g_allocations;
+  if (void* p = std::malloc(n ? n : 1)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+
+namespace bertperf {
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path scratch(const std::string& name) {
+  const fs::path dir = fs::temp_directory_path() / cat("bertperf_test_", name, "_", ::getpid());
+  fs::remove_all(dir);
+  return dir;
+}
+
+std::vector<double> losses(const TrainConfig& config, uint64_t seed, int steps) {
+  TrainSession session(config, seed);
+  std::vector<double> out;
+  session.train_until(int64_t(steps) * config.global_batch_size(),
+                      [&](const TrainProgress& p) { out.push_back(p.last_loss); });
+  return out;
+}
+
+struct Command {
+  int status;
+  std::string out, err;
+};
+
+Command run_bertperf(const std::string& args, const fs::path& dir) {
+  const std::string out = (dir / "stdout.txt").string(), err = (dir / "stderr.txt").string();
+  const std::string command = cat(BERTPERF_BINARY_DIR, "/bin/bertperf ", args, " >", out, " 2>", err);
+  const int raw = std::system(command.c_str());
+  auto slurp = [](const std::string& path) {
+    std::ifstream in(path);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+  };
+  return {WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, slurp(out), slurp(err)};
+}
+
+size_t count_lines(const std::string& s) { return std::count(s.begin(), s.end(), '\n'); }
+
+TEST(Training, LossFallsAndAccuracyRisesOnLearnableData) {
+  const auto run = testing::write_synthetic_run(scratch("learn"));
+  const TrainConfig config = load_train_config(run.config_path);
+  TrainSession session(config, 7);
+  const double before = session.evaluate().mlm_accuracy;
+  std::vector<double> trace;
+  // About 300 steps is where this task's loss starts to fall fast; 500 take a second.
+  session.train_until(500 * config.global_batch_size(), [&](const TrainProgress& p) { trace.push_back(p.last_loss); });
+  const double after = session.evaluate().mlm_accuracy;
+  const double first = (trace[0] + trace[1] + trace[2]) / 3, last = (trace[497] + trace[498] + trace[499]) / 3;
+  EXPECT_LT(last, 0.7 * first) << "loss " << first << " -> " << last;
+  EXPECT_GT(after, before + 0.2) << "accuracy " << before << " -> " << after;
+  fs::remove_all(run.dir);
+}
+
+TEST(Training, TwentyStepTrajectoryIsBitIdenticalInOneProcess) {
+  const auto run = testing::write_synthetic_run(scratch("repeat"));
+  const TrainConfig config = load_train_config(run.config_path);
+  const auto a = losses(config, 42, 20), b = losses(config, 42, 20), c = losses(config, 43, 20);
+  ASSERT_EQ(a.size(), 20u);
+  for (int i = 0; i < 20; ++i) EXPECT_EQ(std::memcmp(&a[i], &b[i], sizeof(double)), 0) << "step " << i;
+  EXPECT_NE(a, c) << "a different seed must give a different run";
+  fs::remove_all(run.dir);
+}
+
+TEST(Training, TwentyStepTrajectoryIsIdenticalAcrossProcesses) {
+  const auto run = testing::write_synthetic_run(scratch("processes"));
+  const Command first = run_bertperf("train --config " + run.config_path + " --seed 42 --steps 20", run.dir);
+  const Command second = run_bertperf("train --config " + run.config_path + " --seed 42 --steps 20", run.dir);
+  ASSERT_EQ(first.status, 0) << first.err;
+  ASSERT_EQ(second.status, 0) << second.err;
+  EXPECT_EQ(count_lines(first.out), 20u);
+  EXPECT_EQ(first.out, second.out);
+  // The printed losses (9 significant digits: exact for fp32) equal this process's trajectory.
+  const auto in_process = losses(load_train_config(run.config_path), 42, 20);
+  std::istringstream lines(first.out);
+  std::string line;
+  for (int i = 0; std::getline(lines, line); ++i) {
+    char expected[64];
+    std::snprintf(expected, sizeof expected, "loss %.9g ", in_process[i]);
+    EXPECT_NE(line.find(expected), std::string::npos) << line << " vs " << expected;
+  }
+  fs::remove_all(run.dir);
+}
+
+TEST(Training, StepAllocatesNothingAfterTheFirst) {
+  const auto run = testing::write_synthetic_run(scratch("alloc"));
+  const TrainConfig config = load_train_config(run.config_path);
+  const TensorTable table = bert_parameter_table(config.model);
+  FlatTensors params(table), grads(table);
+  bert_init_parameters(params, config.model, 1);
+  Batch batch;
+  {
+    ReaderOptions options;
+    options.files = config.train_files;
+    options.batch_rows = config.local_batch_size;
+    options.seq_len = config.seq_len;
+    options.max_predictions = config.max_predictions;
+    options.vocab_size = config.model.vocab_size;
+    PretrainingReader reader(options);
+    ASSERT_TRUE(reader.next(batch));
+  }
+  BertModel model(config.model, {batch.rows, batch.seq_len, batch.predictions(), batch.sequences()});
+  Lamb lamb(table, config.lamb);
+  GradAccumulator accumulator(table, 1, config.lamb.max_grad_norm);
+  auto step = [&](uint32_t i) {
+    model.forward(params, batch, true, 1, i);
+    grads.zero();
+    model.backward(params, grads, batch);
+    accumulator.reset();
+    accumulator.add(grads);
+    lamb.step(params, accumulator.gradient(), 1e-3);
+  };
+  step(0);
+  g_allocations = 0;
+  g_count_allocations = true;
+  for (uint32_t i = 1; i < 4; ++i) step(i);
+  g_count_allocations = false;
+  EXPECT_EQ(g_allocations.load(), 0);
+  fs::remove_all(run.dir);
+}
+
+TEST(Training, NanLossEndsWithOneLineAndNonZeroExit) {
+  const fs::path dir = scratch("nan");
+  const TrainConfig clean = load_train_config(testing::write_synthetic_run(dir).config_path);
+  const TensorTable table = bert_parameter_table(clean.model);
+  FlatTensors params(table);
+  bert_init_parameters(params, clean.model, 1);
+  params.get("bert/embeddings/LayerNorm/gamma")[0] = std::nanf("");
+  save_checkpoint(params, (dir / "nan.h5").string());
+  const auto run = testing::write_synthetic_run(dir, "\"init_checkpoint\": \"nan.h5\",");
+  const Command c = run_bertperf("train --config " + run.config_path + " --steps 5", dir);
+  EXPECT_NE(c.status, 0);
+  EXPECT_EQ(count_lines(c.err), 1u) << c.err;
+  EXPECT_NE(c.err.find("NaN"), std::string::npos) << c.err;
+  EXPECT_EQ(c.out, "") << "no step may complete with a NaN loss";
+  fs::remove_all(dir);
+}
+
+// Each broken config: exit status 2 and one line naming the file and the field.
+TEST(Training, BadConfigsEndWithOneLineNamingFileAndField) {
+  const fs::path dir = scratch("config");
+  const auto run = testing::write_synthetic_run(dir);
+  std::stringstream text;
+  text << std::ifstream(run.config_path).rdbuf();
+  const std::string good = text.str();
+  struct Case {
+    std::string from, to, field;
+  };
+  const Case cases[] = {
+      {"\"seq_len\": 32,", "", "seq_len"},                                  // missing field
+      {"\"local_batch_size\": 8", "\"local_batch_size\": \"8\"", "local_batch_size"},  // wrong type
+      {"\"packed\": false", "\"packed\": false, \"shuffle\": true", "shuffle"},          // unknown key
+      {"\"hidden_size\": 32", "\"hidden_size\": 30", "num_attention_heads"},             // inconsistent
+      {"\"epsilon\": 1e-06", "\"epsilon\": -1", "epsilon"},                              // out of range
+  };
+  for (const Case& k : cases) {
+    std::string broken = good;
+    const size_t at = broken.find(k.from);
+    ASSERT_NE(at, std::string::npos) << k.from;
+    broken.replace(at, k.from.size(), k.to);
+    const std::string path = (dir / "broken.json").string();
+    std::ofstream(path) << broken;
+    const Command c = run_bertperf("train --config " + path + " --steps 1", dir);
+    EXPECT_EQ(c.status, 2) << k.field << ": " << c.err;
+    EXPECT_EQ(count_lines(c.err), 1u) << c.err;
+    EXPECT_NE(c.err.find("broken.json"), std::string::npos) << c.err;
+    EXPECT_NE(c.err.find(k.field), std::string::npos) << c.err;
+  }
+  fs::remove_all(dir);
+}
+
+// A data file that is not HDF5, and one with a wrong shape: one line naming the file.
+TEST(Training, BadDataEndsWithOneLineNamingTheFile) {
+  const fs::path dir = scratch("data");
+  const auto run = testing::write_synthetic_run(dir);
+  std::ofstream(dir / "train.hdf5", std::ios::trunc) << "this is not an HDF5 file\n";
+  Command c = run_bertperf("train --config " + run.config_path + " --steps 1", dir);
+  EXPECT_EQ(c.status, 2) << c.err;
+  EXPECT_EQ(count_lines(c.err), 1u) << c.err;
+  EXPECT_NE(c.err.find("train.hdf5"), std::string::npos) << c.err;
+
+  // Sequences longer than the config's seq_len: the shard does not fit the model.
+  write_varlength((dir / "train.hdf5").string(), testing::synthetic_sequences(16, 60, 64, 5, 3));
+  c = run_bertperf("train --config " + run.config_path + " --steps 1", dir);
+  EXPECT_EQ(c.status, 2) << c.err;
+  EXPECT_EQ(count_lines(c.err), 1u) << c.err;
+  EXPECT_NE(c.err.find("train.hdf5"), std::string::npos) << c.err;
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace bertperf
