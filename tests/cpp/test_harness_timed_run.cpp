@@ -51,9 +51,11 @@ class ScriptedRun final : public TrainingRun {
   EvalResult evaluate() override {
     EvalResult r;
     r.mlm_accuracy = accuracies_[std::min<size_t>(evals_++, accuracies_.size() - 1)];
-    r.samples = config_.eval_samples;
+    r.samples = eval_samples >= 0 ? eval_samples : config_.eval_samples;
     return r;
   }
+
+  int64_t eval_samples = -1;  // sequences each evaluation reports; -1: the benchmark's number
 
  private:
   TrainConfig config_;
@@ -79,14 +81,16 @@ class TimedRunLog : public ::testing::Test {
   void TearDown() override { fs::remove_all(dir_); }
 
   TimedRunResult run(const std::string& name, std::vector<double> accuracies, int nan_after_evals = -1,
-                     std::optional<uint64_t> seed = 12345) {
+                     std::optional<uint64_t> seed = 12345, int64_t eval_samples = -1) {
     const fs::path path = dir_ / (name + ".txt");
     mllog::Logger log(mllog::Logger::Options{.to_stdout = false, .file = path.string(), .name_space = "", .rank = 0});
     TimedRunOptions options;
     options.seed = seed;
     options.progress = false;
     auto factory = [&](const TrainConfig& c, uint64_t) {
-      return std::make_unique<ScriptedRun>(c, accuracies, nan_after_evals);
+      auto scripted = std::make_unique<ScriptedRun>(c, accuracies, nan_after_evals);
+      scripted->eval_samples = eval_samples;
+      return scripted;
     };
     const TimedRunResult result = timed_run(config_, system_, log, options, factory);
     log.close_file();
@@ -223,6 +227,11 @@ TEST_F(TimedRunLog, MiniIsOpenDivision) {
   EXPECT_TRUE(r.success);
   EXPECT_EQ(find("submission_division")[0]->value, "open");
   EXPECT_EQ(find("eval_samples")[0]->value, config_.eval_samples);
+}
+
+TEST_F(TimedRunLog, EvalSamplesIsWhatWasEvaluated) {
+  run("short_eval", {0.8}, -1, 1, /*eval_samples=*/9000);
+  EXPECT_EQ(find("eval_samples")[0]->value, 9000);
 }
 
 }  // namespace
