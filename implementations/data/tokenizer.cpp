@@ -7,6 +7,7 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <unordered_map>
 #include <sstream>
 
 #include "core/errors.h"
@@ -30,12 +31,22 @@ struct TwoStage {
   std::vector<T> blocks;
 
   explicit TwoStage(const std::vector<T>& flat) {
-    std::map<std::vector<T>, uint16_t> seen;
+    // Most blocks repeat an earlier one (all zero, or a whole run of letters): find those by a
+    // content hash, confirmed by comparison.
+    std::unordered_multimap<uint64_t, uint16_t> seen;
     for (size_t b = 0; b < flat.size() / 256; ++b) {
-      std::vector<T> block(flat.begin() + b * 256, flat.begin() + (b + 1) * 256);
-      auto [it, added] = seen.emplace(block, static_cast<uint16_t>(seen.size()));
-      if (added) blocks.insert(blocks.end(), block.begin(), block.end());
-      stage1.push_back(it->second);
+      const T* block = flat.data() + b * 256;
+      uint64_t h = 0xcbf29ce484222325ULL;
+      for (size_t i = 0; i < 256; ++i) h = (h ^ static_cast<uint64_t>(block[i])) * 0x100000001b3ULL;
+      int found = -1;
+      for (auto [it, end] = seen.equal_range(h); it != end; ++it)
+        if (std::equal(block, block + 256, blocks.data() + size_t(it->second) * 256)) found = it->second;
+      if (found < 0) {
+        found = static_cast<int>(blocks.size() / 256);
+        seen.emplace(h, static_cast<uint16_t>(found));
+        blocks.insert(blocks.end(), block, block + 256);
+      }
+      stage1.push_back(static_cast<uint16_t>(found));
     }
   }
   T operator[](char32_t cp) const {
