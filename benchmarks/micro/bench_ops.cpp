@@ -1,8 +1,9 @@
 // Microbenchmarks of the CPU op vocabulary at BERT-base shapes (B=32, S=128, H=768, A=12,
 // FFN 3072, vocabulary 30522, 20 masked positions per sequence): the SGEMMs behind the linear
 // layers (GFLOP/s), and every op forward and backward (elements/s, or GFLOP/s where a GEMM
-// dominates). Threads: OpenMP and OpenBLAS defaults, i.e. all cores unless OMP_NUM_THREADS /
-// OPENBLAS_NUM_THREADS say otherwise.
+// dominates). Threads: the OpenMP default (all cores unless OMP_NUM_THREADS says otherwise); the CPU
+// backend runs its BLAS calls on the OpenMP threads. Read the CPU-time column with OMP_NUM_THREADS=1
+// for per-core figures on a busy machine.
 #include <benchmark/benchmark.h>
 
 #include <cstdint>

@@ -8,7 +8,9 @@
 // same op drop the same elements.
 //
 // Performance notes shared by all ops:
-//  - Large products go to cblas (sgemm/dgemm); loops run under OpenMP over rows.
+//  - OpenMP is the only thread pool. Products go to cblas (sgemm/dgemm) running single-threaded,
+//    with a large product split into one block of C per OpenMP thread (see gemm below); loops run
+//    under OpenMP over rows, attention over (batch row, head) pairs.
 //  - Reductions over rows (bias, LayerNorm and embedding gradients) are split over column blocks,
 //    so every sum is taken in one fixed order: results do not depend on the thread count and no
 //    op needs scratch memory of its own.
@@ -79,7 +81,9 @@ void argmax_rows(int32_t* out, const T* logits, int M, int V);
 
 // ---- building blocks, exposed for the tests and the microbenchmarks ---------------------------
 
-// C = alpha * op(A) . op(B) + beta * C, row-major, through cblas_sgemm / cblas_dgemm.
+// C = alpha * op(A) . op(B) + beta * C, row-major, through cblas_sgemm / cblas_dgemm. Called outside
+// a parallel region it splits C over the OpenMP threads; inside one it runs on the calling thread.
+// Either way each element of C is the same BLAS dot product, so results are thread-count independent.
 template <typename T>
 void gemm(bool trans_a, bool trans_b, int M, int N, int K, T alpha, const T* A, int lda, const T* B, int ldb,
           T beta, T* C, int ldc);
