@@ -13,6 +13,7 @@ using Args = std::vector<std::string>;
 int cmd_train(const Args& args);
 int cmd_run(const Args& args);
 int cmd_run_once(const Args& args);
+int cmd_bench_step(const Args& args);
 
 struct Command {
   const char* name;
@@ -25,6 +26,7 @@ inline const Command kCommands[] = {
     {"train", cmd_train, "train from a config file and data files (no MLPerf logging)"},
     {"run", cmd_run, "an MLPerf result set: N timed runs into an MLPerf submission tree"},
     {"run-once", cmd_run_once, "one timed MLPerf run, its :::MLLOG log written atomically"},
+    {"bench-step", cmd_bench_step, "time one training step at BERT mini/base/large shapes (JSON lines)"},
 };
 
 }  // namespace bertperf::cli

@@ -1,0 +1,142 @@
+// `bertperf bench-step`: times one BERT pretraining step (forward with dropout, backward, clip,
+// LAMB) on a random batch of full-length sequences, the same step scripts/bench_pytorch_step.py
+// times in PyTorch, and prints JSON lines in the same shape so scripts/bench_train_step.py can set
+// the two side by side. Also reports achieved GFLOP/s from the FLOP count of the step, the
+// activation arena and the process's peak resident memory.
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <random>
+
+#include "cli/args.h"
+#include "core/threading.h"
+#include "model/bert.h"
+#include "optim/lamb.h"
+#include "optim/lr_schedule.h"
+
+namespace bertperf::cli {
+
+namespace {
+
+BertConfig bench_shape(const std::string& name) {
+  BertConfig c;  // BERT-large defaults
+  if (name == "mini") {
+    c.num_hidden_layers = 4, c.hidden_size = 256, c.num_attention_heads = 4, c.intermediate_size = 1024;
+  } else if (name == "base") {
+    c.num_hidden_layers = 12, c.hidden_size = 768, c.num_attention_heads = 12, c.intermediate_size = 3072;
+  } else if (name != "large") {
+    throw_input("command line", "option --model must be mini, base or large, got '" + name + "'");
+  }
+  return c;
+}
+
+// Training FLOPs of one step: 3x the forward (forward, and the two GEMMs of each backward),
+// counting the GEMM-shaped work: the four attention projections, the FFN, QK^T and PV, the
+// pooler, the MLM transform and decoder at the masked rows, and NSP.
+double step_flops(const BertConfig& c, int B, int S, int P) {
+  const double N = double(B) * S, H = c.hidden_size, I = c.intermediate_size, V = c.vocab_size, M = double(B) * P;
+  const double per_layer = 2 * N * (4 * H * H + 2 * H * I) + 2 * 2 * double(B) * S * S * H;
+  const double heads = 2 * M * (H * H + H * V) + 2 * double(B) * (H * H + 2 * H);
+  return 3 * (c.num_hidden_layers * per_layer + heads);
+}
+
+Batch random_batch(int B, int S, int P, int V, uint32_t seed) {
+  std::mt19937 rng(seed);
+  Batch b;
+  b.rows = B, b.seq_len = S;
+  for (int r = 0; r < B; ++r) {
+    for (int s = 0; s < S; ++s) {
+      b.input_ids.push_back(5 + int(rng() % (V - 5)));
+      b.segment_ids.push_back(s >= S / 2);
+      b.position_ids.push_back(s);
+      b.seq_id.push_back(1);
+    }
+    std::vector<int> slots(S - 1);
+    for (int s = 0; s < S - 1; ++s) slots[s] = s + 1;
+    std::shuffle(slots.begin(), slots.end(), rng);
+    for (int p = 0; p < P; ++p) {
+      b.mlm_positions.push_back(r * S + slots[p]);
+      b.mlm_labels.push_back(5 + int(rng() % (V - 5)));
+      b.mlm_weights.push_back(1.0f);
+    }
+    b.cls_positions.push_back(r * S);
+    b.nsp_labels.push_back(int(rng() % 2));
+  }
+  return b;
+}
+
+}  // namespace
+
+int cmd_bench_step(const Args& args) {
+  const Options opt(args, {"model", "batch", "seq-len", "predictions", "threads", "warmup", "steps", "repeats"},
+                    {"help"});
+  if (opt.flag("help")) {
+    std::cout << "usage: bertperf bench-step [--model mini|base|large] [--batch 32] [--seq-len 128] [--predictions P]\n"
+                 "                          [--threads N] [--warmup 2] [--steps 5] [--repeats 3]\n";
+    return 0;
+  }
+  const std::string model_name = opt.get("model").value_or("mini");
+  BertConfig config = bench_shape(model_name);
+  const int B = int(opt.integer("batch", 32)), S = int(opt.integer("seq-len", 128));
+  const int P = int(opt.integer("predictions", S == 512 ? 76 : S == 128 ? 20 : std::max(1, int(0.15 * S + 0.5))));
+  const int warmup = int(opt.integer("warmup", 2)), steps = int(opt.integer("steps", 5)),
+            repeats = int(opt.integer("repeats", 3));
+  if (B <= 0 || S <= 1 || S > config.max_position_embeddings || P <= 0 || P >= S || steps <= 0 || repeats <= 0 ||
+      warmup < 0)
+    throw_input("command line", "batch, seq-len, predictions, steps and repeats must be positive, predictions < seq-len");
+  const int threads = set_cpu_threads(int(opt.integer("threads", 0)));
+
+  const TensorTable table = bert_parameter_table(config);
+  FlatTensors params(table), grads(table);
+  bert_init_parameters(params, config, 1);
+  LambHyperparams hp;
+  hp.learning_rate = 1e-4;
+  hp.train_steps = 1000000;
+  Lamb lamb(table, hp);
+  GradAccumulator accumulator(table, 1, hp.max_grad_norm);
+  const Batch batch = random_batch(B, S, P, config.vocab_size, 1);
+  BertModel model(config, {B, S, B * P, B});
+  uint32_t step_index = 0;
+  auto step = [&] {
+    model.forward(params, batch, true, 1, step_index++);
+    grads.zero();
+    model.backward(params, grads, batch);
+    accumulator.reset();
+    accumulator.add(grads);
+    lamb.step(params, accumulator.gradient(), learning_rate(hp, lamb.steps_taken()));
+  };
+  for (int i = 0; i < warmup; ++i) step();
+
+  const double flops = step_flops(config, B, S, P);
+  auto line = [&](const char* extra, double step_s) {
+    rusage usage{};
+    getrusage(RUSAGE_SELF, &usage);
+    std::printf(
+        "{\"bench\": \"bertperf_step\", \"model\": \"%s\", \"batch\": %d, \"seq_len\": %d, \"predictions\": %d, "
+        "\"threads\": %d, \"params\": %zu, %s\"step_s\": %.5f, \"seqs_per_s\": %.3f, \"gflops\": %.1f, "
+        "\"arena_mib\": %.1f, \"peak_rss_mib\": %.1f}\n",
+        model_name.c_str(), B, S, P, threads, [&] {
+          size_t n = 0;
+          for (const auto& t : table.tensors()) n += t.numel;
+          return n;
+        }(), extra, step_s, B / step_s, flops / step_s * 1e-9, model.arena_bytes() / 1048576.0,
+        usage.ru_maxrss / 1024.0);
+    std::fflush(stdout);
+  };
+  double best = 1e300;
+  for (int r = 0; r < repeats; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < steps; ++i) step();
+    const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / steps;
+    best = std::min(best, dt);
+    const std::string extra = cat("\"repeat\": ", r, ", ");
+    line(extra.c_str(), dt);
+  }
+  line("\"summary\": \"best\", ", best);
+  return 0;
+}
+
+}  // namespace bertperf::cli
