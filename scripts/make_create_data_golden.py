@@ -77,7 +77,38 @@ def install_shims():
                 lambda name, default, help, _f=flags: _f.FLAGS._values.__setitem__(name, default))
     flags.mark_flag_as_required = lambda name: None
 
+    # The TFRecord writer's protobuf layer, reduced to plain containers: the reference's own writer
+    # code (padding, token-to-id conversion, feature assembly) still runs, only serialization is free.
+    class ValueList:
+        def __init__(self, value):
+            self.value = value
+
+    class Feature:
+        def __init__(self, int64_list=None, float_list=None):
+            self.int64_list = int64_list or ValueList([])
+            self.float_list = float_list or ValueList([])
+
+    class Example:
+        def __init__(self, features):
+            self.features = features
+
+        def SerializeToString(self):
+            return b""
+
+    class RecordWriter:
+        def __init__(self, path):
+            self.count = 0
+
+        def write(self, record):
+            self.count += 1
+
+        def close(self):
+            pass
+
     tf = types.ModuleType("tensorflow")
+    tf.train = types.SimpleNamespace(Example=Example, Features=lambda feature: feature, Feature=Feature,
+                                     Int64List=ValueList, FloatList=ValueList)
+    tf.python_io = types.SimpleNamespace(TFRecordWriter=RecordWriter)
     tf.flags = flags
     tf.gfile = types.SimpleNamespace(GFile=GFile, Glob=lambda p: [p])
     tf.logging = types.SimpleNamespace(info=lambda *a: None, set_verbosity=lambda *a: None, INFO=0)

@@ -21,8 +21,7 @@ constexpr const char* kUsage =
     "\n"
     "Creates MLPerf BERT pretraining shards exactly as the reference create_pretraining_data.py:\n"
     "each text file (one sentence per line, a blank line between documents) is processed with its\n"
-    "own random.Random(seed) and written to DIR/<file name>.hdf5. Prints one hdf5_md5.py checksum\n"
-    "line per output (name<TAB>md5) on stdout; progress goes to stderr.\n"
+    "own random.Random(seed) and written to DIR/<file name>.hdf5. Progress goes to stderr.\n"
     "\n"
     "options (defaults are the MLPerf settings):\n"
     "  --input A,B,...        text files, comma-separated (in addition to positional ones)\n"
@@ -36,7 +35,9 @@ constexpr const char* kUsage =
     "  --eval-samples N       write only DIR/eval_<N>.hdf5: N evenly spaced instances of all\n"
     "                         inputs, as pick_eval_samples.py (the MLPerf eval set: 10000)\n"
     "  --threads N            input files processed in parallel (1)\n"
-    "  --checksum             print hdf5_md5.py checksums of the given HDF5 files and exit\n";
+    "  --md5                  print the hdf5_md5.py checksum of each output (name<TAB>md5)\n"
+    "  --checksum             print hdf5_md5.py checksums of the given HDF5 files and exit\n"
+    "                         (compare with NVIDIA's *.chk files to verify official data)\n";
 
 std::vector<std::string> split_commas(const std::string& list) {
   std::vector<std::string> out;
@@ -52,7 +53,7 @@ int cmd_data(const Args& args) {
   const Options opts(args,
                      {"input", "vocab", "out", "seed", "dupe-factor", "max-seq-length", "max-predictions",
                       "masked-lm-prob", "short-seq-prob", "layout", "eval-samples", "threads"},
-                     {"checksum", "help"});
+                     {"checksum", "md5", "help"});
   if (opts.flag("help")) {
     std::cout << kUsage;
     return 0;
@@ -87,13 +88,14 @@ int cmd_data(const Args& args) {
   job.layout = parse_layout(opts.get("layout").value_or("varlength"));
   job.threads = static_cast<int>(opts.integer("threads", 1));
   job.eval_samples = opts.integer("eval-samples", 0);
+  job.checksums = opts.flag("md5");
   if (job.threads < 1) throw_input("command line", "--threads must be at least 1");
   if (job.eval_samples < 0) throw_input("command line", "--eval-samples must be positive");
 
   const FullTokenizer tokenizer(Vocab::load(opts.required("vocab")));
   const auto files = create_pretraining_files(job, tokenizer, config, std::cerr);
   for (const auto& f : files)
-    if (!f.output.empty()) std::cout << std::filesystem::path(f.output).filename().string() << "\t" << f.checksum << std::endl;
+    if (!f.output.empty() && job.checksums) std::cout << std::filesystem::path(f.output).filename().string() << "\t" << f.checksum << std::endl;
   return 0;
 }
 

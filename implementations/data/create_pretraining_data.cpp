@@ -12,7 +12,6 @@
 #include <iostream>
 #include <mutex>
 #include <numeric>
-#include <sstream>
 #include <thread>
 
 #include "core/errors.h"
@@ -81,7 +80,6 @@ struct TokenSpan {
 // Scratch buffers reused across calls, so the inner loop allocates nothing.
 struct Workspace {
   TokenSpan a, b;
-  std::vector<int32_t> tokens;
   std::vector<int32_t> candidates;
   std::vector<std::pair<int32_t, int32_t>> predictions;  // (position, original id)
 };
@@ -96,39 +94,49 @@ void truncate_seq_pair(TokenSpan& a, TokenSpan& b, size_t max_num_tokens, Python
   }
 }
 
-// create_masked_lm_predictions, then the instance is appended to `out`.
-void mask_and_append(Workspace& ws, size_t segment_a_count, bool is_random_next, const SpecialTokenIds& ids,
-                     const PretrainingDataConfig& config, PythonRandom& rng, SequenceStore& out) {
-  std::vector<int32_t>& tokens = ws.tokens;
+// Appends "[CLS] A [SEP] B [SEP]" to `out` and masks it in place (create_masked_lm_predictions).
+void append_masked_instance(Workspace& ws, bool is_random_next, const SpecialTokenIds& ids,
+                            const PretrainingDataConfig& config, PythonRandom& rng, SequenceStore& out) {
+  std::vector<int32_t>& all = out.input_ids;
+  const size_t first = all.size();
+  all.push_back(ids.cls);
+  all.insert(all.end(), ws.a.tokens.begin() + static_cast<std::ptrdiff_t>(ws.a.begin), ws.a.tokens.end());
+  all.push_back(ids.sep);
+  const size_t segment_a_count = all.size() - first;
+  all.insert(all.end(), ws.b.tokens.begin() + static_cast<std::ptrdiff_t>(ws.b.begin), ws.b.tokens.end());
+  all.push_back(ids.sep);
+  const size_t n = all.size() - first;
+  int32_t* tokens = all.data() + first;
+
   ws.candidates.clear();
-  for (size_t i = 0; i < tokens.size(); ++i)
+  for (size_t i = 0; i < n; ++i)
     if (tokens[i] != ids.cls && tokens[i] != ids.sep) ws.candidates.push_back(static_cast<int32_t>(i));
   rng.shuffle(ws.candidates);
 
-  const double rounded = python_round(static_cast<double>(tokens.size()) * config.masked_lm_prob);
+  const double rounded = python_round(static_cast<double>(n) * config.masked_lm_prob);
   const size_t num_to_predict = std::min<size_t>(config.max_predictions_per_seq,
                                                  std::max<size_t>(1, static_cast<size_t>(rounded)));
-  const size_t first_out = out.input_ids.size();
-  out.input_ids.insert(out.input_ids.end(), tokens.begin(), tokens.end());
   ws.predictions.clear();
+  // Each candidate is visited once, so tokens[index] still holds the original token when read.
   for (size_t c = 0; c < ws.candidates.size() && ws.predictions.size() < num_to_predict; ++c) {
     const int32_t index = ws.candidates[c];
+    const int32_t original = tokens[index];
     int32_t masked;
     if (rng.random() < 0.8) {
       masked = ids.mask;
     } else if (rng.random() < 0.5) {
-      masked = tokens[index];  // the 10% kept as is
+      masked = original;  // the 10% kept as is
     } else {
       masked = static_cast<int32_t>(rng.randint(0, ids.vocab_size - 1));  // whole vocabulary
     }
-    out.input_ids[first_out + index] = masked;
-    ws.predictions.emplace_back(index, tokens[index]);
+    tokens[index] = masked;
+    ws.predictions.emplace_back(index, original);
   }
   std::sort(ws.predictions.begin(), ws.predictions.end());
 
   out.segment_ids.insert(out.segment_ids.end(), segment_a_count, int8_t{0});
-  out.segment_ids.insert(out.segment_ids.end(), tokens.size() - segment_a_count, int8_t{1});
-  out.token_offsets.push_back(out.input_ids.size());
+  out.segment_ids.insert(out.segment_ids.end(), n - segment_a_count, int8_t{1});
+  out.token_offsets.push_back(all.size());
   for (const auto& [position, label] : ws.predictions) {
     out.mlm_positions.push_back(position);
     out.mlm_ids.push_back(label);
@@ -183,14 +191,7 @@ void create_instances_from_document(const std::vector<Document>& documents, size
     }
     truncate_seq_pair(ws.a, ws.b, max_num_tokens, rng);
 
-    ws.tokens.clear();
-    ws.tokens.push_back(ids.cls);
-    ws.tokens.insert(ws.tokens.end(), ws.a.tokens.begin() + ws.a.begin, ws.a.tokens.end());
-    ws.tokens.push_back(ids.sep);
-    const size_t segment_a_count = ws.tokens.size();
-    ws.tokens.insert(ws.tokens.end(), ws.b.tokens.begin() + ws.b.begin, ws.b.tokens.end());
-    ws.tokens.push_back(ids.sep);
-    mask_and_append(ws, segment_a_count, is_random_next, ids, config, rng, out);
+    append_masked_instance(ws, is_random_next, ids, config, rng, out);
 
     chunk_begin = static_cast<size_t>(i) + 1;
     current_length = 0;
@@ -225,6 +226,13 @@ std::vector<Document> read_documents(std::string_view text, const FullTokenizer&
 SequenceStore create_training_instances(std::vector<Document> documents, const SpecialTokenIds& ids,
                                         const PretrainingDataConfig& config, PythonRandom& rng,
                                         const std::string& source) {
+  const UnshuffledInstances r = create_training_instances_ordered(std::move(documents), ids, config, rng, source);
+  return r.instances.select(r.order);
+}
+
+UnshuffledInstances create_training_instances_ordered(std::vector<Document> documents, const SpecialTokenIds& ids,
+                                                      const PretrainingDataConfig& config, PythonRandom& rng,
+                                                      const std::string& source) {
   config.validate();
   BERT_CHECK(ids.vocab_size > 0 && ids.cls >= 0 && ids.sep >= 0 && ids.mask >= 0, "special token ids not set");
   std::erase_if(documents, [](const Document& d) { return d.empty(); });
@@ -237,16 +245,25 @@ SequenceStore create_training_instances(std::vector<Document> documents, const S
   rng.shuffle(documents);
 
   SequenceStore instances;
+  // Each pass emits about every token once, plus random-next B segments: reserve to avoid regrowth.
+  size_t tokens = 0;
+  for (const Document& d : documents)
+    for (const Sentence& s : d) tokens += s.size();
+  const size_t expect_tokens = tokens * static_cast<size_t>(config.dupe_factor) * 5 / 4;
+  instances.input_ids.reserve(expect_tokens);
+  instances.segment_ids.reserve(expect_tokens);
+  instances.mlm_positions.reserve(static_cast<size_t>(expect_tokens * config.masked_lm_prob) + 16);
+  instances.mlm_ids.reserve(static_cast<size_t>(expect_tokens * config.masked_lm_prob) + 16);
   Workspace ws;
   for (int pass = 0; pass < config.dupe_factor; ++pass)
     for (size_t d = 0; d < documents.size(); ++d)
       create_instances_from_document(documents, d, ids, config, rng, ws, instances);
 
-  // rng.shuffle(instances): the draws depend only on the count, so shuffle an index and gather.
+  // rng.shuffle(instances): the draws depend only on the count, so shuffle an index instead.
   std::vector<size_t> order(instances.size());
   std::iota(order.begin(), order.end(), size_t{0});
   rng.shuffle(order);
-  return instances.select(order);
+  return {std::move(instances), std::move(order)};
 }
 
 std::vector<size_t> eval_pick_indices(size_t n, size_t k) {
@@ -265,19 +282,20 @@ DataLayout parse_layout(const std::string& name) {
 namespace {
 
 std::string read_text_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) throw_input(path, "cannot open the input text file");
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  if (in.bad()) throw_input(path, "read error");
-  return buffer.str();
+  std::string text(static_cast<size_t>(in.tellg()), '\0');
+  in.seekg(0);
+  if (!in.read(text.data(), static_cast<std::streamsize>(text.size()))) throw_input(path, "read error");
+  return text;
 }
 
-void write_layout(const std::string& path, const SequenceStore& s, DataLayout layout, const PretrainingDataConfig& c) {
+void write_layout(const std::string& path, const SequenceStore& s, const std::vector<size_t>& order, DataLayout layout,
+                  const PretrainingDataConfig& c) {
   if (layout == DataLayout::fixed)
-    write_fixed(path, s, c.max_seq_length, c.max_predictions_per_seq);
+    write_fixed(path, s, c.max_seq_length, c.max_predictions_per_seq, order);
   else
-    write_varlength(path, s);
+    write_varlength(path, s, order);
 }
 
 }  // namespace
@@ -306,7 +324,7 @@ std::vector<CreatedFile> create_pretraining_files(const CreateDataJob& job, cons
   }
 
   // The eval recipe needs every input's instances in input order before picking.
-  std::vector<SequenceStore> kept(eval ? job.inputs.size() : 0);
+  std::vector<UnshuffledInstances> kept(eval ? job.inputs.size() : 0);
   std::atomic<size_t> next{0};
   std::atomic<size_t> done{0};
   std::mutex log_mutex;
@@ -321,13 +339,14 @@ std::vector<CreatedFile> create_pretraining_files(const CreateDataJob& job, cons
         results[f].documents = static_cast<int64_t>(documents.size());
         if (documents.empty()) throw_input(job.inputs[f], "no text: the file has no non-empty document");
         PythonRandom rng(config.random_seed);  // fresh per input, as the reference runs per part
-        SequenceStore instances = create_training_instances(std::move(documents), ids, config, rng, job.inputs[f]);
-        results[f].instances = static_cast<int64_t>(instances.size());
+        UnshuffledInstances made = create_training_instances_ordered(std::move(documents), ids, config, rng, job.inputs[f]);
+        results[f].instances = static_cast<int64_t>(made.order.size());
         if (eval) {
-          kept[f] = std::move(instances);
+          kept[f] = std::move(made);
         } else {
-          write_layout(results[f].output, instances, job.layout, config);
-          results[f].checksum = hdf5_md5(instances, job.layout == DataLayout::fixed, config.max_seq_length);
+          write_layout(results[f].output, made.instances, made.order, job.layout, config);
+          if (job.checksums)
+            results[f].checksum = hdf5_md5(made.instances, job.layout == DataLayout::fixed, config.max_seq_length, made.order);
         }
         const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         std::lock_guard<std::mutex> lock(log_mutex);
@@ -350,10 +369,10 @@ std::vector<CreatedFile> create_pretraining_files(const CreateDataJob& job, cons
 
   if (eval) {
     size_t total = 0;
-    for (const auto& s : kept) total += s.size();
+    for (const auto& k : kept) total += k.order.size();
     SequenceStore all;
-    for (const auto& s : kept)
-      for (size_t i = 0; i < s.size(); ++i) all.append_from(s, i);
+    for (const auto& k : kept)
+      for (size_t i : k.order) all.append_from(k.instances, i);
     kept.clear();
     if (total < static_cast<size_t>(job.eval_samples))
       progress << "warning: only " << total << " instances for " << job.eval_samples
@@ -363,8 +382,8 @@ std::vector<CreatedFile> create_pretraining_files(const CreateDataJob& job, cons
     e.input = "(all inputs)";
     e.output = (fs::path(job.out_dir) / cat("eval_", job.eval_samples, ".hdf5")).string();
     e.instances = static_cast<int64_t>(picked.size());
-    write_layout(e.output, picked, job.layout, config);
-    e.checksum = hdf5_md5(picked, job.layout == DataLayout::fixed, config.max_seq_length);
+    write_layout(e.output, picked, {}, job.layout, config);
+    if (job.checksums) e.checksum = hdf5_md5(picked, job.layout == DataLayout::fixed, config.max_seq_length);
     results.push_back(e);
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

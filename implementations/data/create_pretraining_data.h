@@ -55,6 +55,15 @@ std::vector<Document> read_documents(std::string_view text, const FullTokenizer&
 SequenceStore create_training_instances(std::vector<Document> documents, const SpecialTokenIds& ids,
                                         const PretrainingDataConfig& config, PythonRandom& rng,
                                         const std::string& source = "documents");
+// The same, with the final shuffle returned as an order over the instances in creation order
+// (output instance k is instances[order[k]]); writers take the order and skip a copy.
+struct UnshuffledInstances {
+  SequenceStore instances;
+  std::vector<size_t> order;
+};
+UnshuffledInstances create_training_instances_ordered(std::vector<Document> documents, const SpecialTokenIds& ids,
+                                                      const PretrainingDataConfig& config, PythonRandom& rng,
+                                                      const std::string& source = "documents");
 
 // pick_eval_samples.py: sample i of k is instance int(i * (n / k)), in double precision.
 std::vector<size_t> eval_pick_indices(size_t n, size_t k);
@@ -70,6 +79,8 @@ struct CreateDataJob {
   // When > 0: all inputs' instances, in input order, are reduced to this many evenly spaced picks
   // and written to one file eval_<n>.hdf5 (the MLPerf eval-set recipe) instead of one per input.
   int64_t eval_samples = 0;
+  // Compute the hdf5_md5.py checksum of each written file (costs about a fifth of the run).
+  bool checksums = false;
 };
 
 struct CreatedFile {
@@ -77,7 +88,7 @@ struct CreatedFile {
   std::string output;  // empty for inputs folded into an eval file
   int64_t documents = 0;
   int64_t instances = 0;
-  std::string checksum;  // hdf5_md5.py digest of the written file
+  std::string checksum;  // hdf5_md5.py digest of the written file, when asked for
 };
 
 // Runs the job, printing one progress line per finished input to `progress` and returning one

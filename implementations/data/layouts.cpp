@@ -265,30 +265,41 @@ ShardCounts count_shard(const std::string& path) {
   return c;
 }
 
-void write_fixed(const std::string& path, const SequenceStore& s, int max_seq_length, int max_predictions) {
-  const size_t n = s.size(), S = static_cast<size_t>(max_seq_length), P = static_cast<size_t>(max_predictions);
+// The identity when `order` is empty.
+std::vector<size_t> order_or_all(const SequenceStore& s, const std::vector<size_t>& order) {
+  if (!order.empty()) return order;
+  std::vector<size_t> all(s.size());
+  for (size_t i = 0; i < all.size(); ++i) all[i] = i;
+  return all;
+}
+
+void write_fixed(const std::string& path, const SequenceStore& s, int max_seq_length, int max_predictions,
+                 const std::vector<size_t>& order_in) {
+  const std::vector<size_t> order = order_or_all(s, order_in);
+  const size_t n = order.size(), S = static_cast<size_t>(max_seq_length), P = static_cast<size_t>(max_predictions);
   require_int16(path, max_seq_length - 1, "position");
   std::vector<int16_t> ids(n * S, 0), pos(n * P, 0), lab(n * P, 0);
   std::vector<int8_t> mask(n * S, 0), seg(n * S, 0), nsp(n, 0);
   for (size_t i = 0; i < n; ++i) {
-    if (s.length(i) > S) throw_input(path, cat("instance ", i, " has ", s.length(i), " tokens, more than ", S));
-    if (s.predictions(i) > P) throw_input(path, cat("instance ", i, " has more than ", P, " predictions"));
-    const auto t = s.tokens(i);
-    const auto g = s.segments(i);
+    const size_t q = order[i];
+    if (s.length(q) > S) throw_input(path, cat("instance ", i, " has ", s.length(q), " tokens, more than ", S));
+    if (s.predictions(q) > P) throw_input(path, cat("instance ", i, " has more than ", P, " predictions"));
+    const auto t = s.tokens(q);
+    const auto g = s.segments(q);
     for (size_t j = 0; j < t.size(); ++j) {
       require_int16(path, t[j], "token id");
       ids[i * S + j] = static_cast<int16_t>(t[j]);
       mask[i * S + j] = 1;
       seg[i * S + j] = g[j];
     }
-    const auto p = s.positions(i);
-    const auto l = s.labels(i);
+    const auto p = s.positions(q);
+    const auto l = s.labels(q);
     for (size_t j = 0; j < p.size(); ++j) {
       require_int16(path, l[j], "token id");
       pos[i * P + j] = static_cast<int16_t>(p[j]);
       lab[i * P + j] = static_cast<int16_t>(l[j]);
     }
-    nsp[i] = s.nsp_labels[i];
+    nsp[i] = s.nsp_labels[q];
   }
   h5::File f = h5::File::create(path);
   const int64_t N = static_cast<int64_t>(n);
@@ -301,30 +312,44 @@ void write_fixed(const std::string& path, const SequenceStore& s, int max_seq_le
   f.commit();
 }
 
-void write_varlength(const std::string& path, const SequenceStore& s) {
+// Appends `v` to a vlen row set as int16, checking the range once per row.
+void append_int16(h5::Vlen<int16_t>& rows, std::span<const int32_t> v, const std::string& path, const char* what) {
+  const auto [lo, hi] = std::minmax_element(v.begin(), v.end());
+  if (!v.empty()) {
+    require_int16(path, *lo, what);
+    require_int16(path, *hi, what);
+  }
+  const size_t at = rows.values.size();
+  rows.values.resize(at + v.size());
+  std::copy(v.begin(), v.end(), rows.values.begin() + static_cast<std::ptrdiff_t>(at));
+  rows.offsets.push_back(rows.values.size());
+}
+
+void write_varlength(const std::string& path, const SequenceStore& s, const std::vector<size_t>& order_in) {
+  const std::vector<size_t> order = order_or_all(s, order_in);
   h5::Vlen<int16_t> ids, pos, lab;
   h5::Vlen<int8_t> seg;
-  std::vector<int16_t> row16;
-  const auto to16 = [&](std::span<const int32_t> v, const char* what) {
-    row16.clear();
-    for (int32_t x : v) {
-      require_int16(path, x, what);
-      row16.push_back(static_cast<int16_t>(x));
-    }
-    return row16.data();
-  };
-  for (size_t i = 0; i < s.size(); ++i) {
-    ids.append(to16(s.tokens(i), "token id"), s.length(i));
+  std::vector<int8_t> nsp;
+  ids.values.reserve(s.input_ids.size());
+  seg.values.reserve(s.input_ids.size());
+  pos.values.reserve(s.mlm_positions.size());
+  lab.values.reserve(s.mlm_positions.size());
+  for (auto* v : {&ids.offsets, &pos.offsets, &lab.offsets}) v->reserve(order.size() + 1);
+  seg.offsets.reserve(order.size() + 1);
+  nsp.reserve(order.size());
+  for (size_t i : order) {
+    append_int16(ids, s.tokens(i), path, "token id");
     seg.append(s.segments(i).data(), s.length(i));
-    pos.append(to16(s.positions(i), "position"), s.predictions(i));
-    lab.append(to16(s.labels(i), "token id"), s.predictions(i));
+    append_int16(pos, s.positions(i), path, "position");
+    append_int16(lab, s.labels(i), path, "token id");
+    nsp.push_back(s.nsp_labels[i]);
   }
   h5::File f = h5::File::create(path);
   f.write_vlen("input_ids", ids);
   f.write_vlen("segment_ids", seg);
   f.write_vlen("masked_lm_positions", pos);
   f.write_vlen("masked_lm_ids", lab);
-  f.write("next_sentence_labels", s.nsp_labels, {static_cast<int64_t>(s.size())});
+  f.write("next_sentence_labels", nsp, {static_cast<int64_t>(nsp.size())});
   f.commit();
 }
 
@@ -345,11 +370,11 @@ std::string hdf5_md5(const std::string& path) {
   return python_str_list_md5(rows);
 }
 
-std::string hdf5_md5(const SequenceStore& s, bool fixed_layout, int max_seq_length) {
+std::string hdf5_md5(const SequenceStore& s, bool fixed_layout, int max_seq_length, const std::vector<size_t>& order) {
   std::vector<std::string> rows;
   rows.reserve(s.size());
   std::vector<int32_t> padded;
-  for (size_t i = 0; i < s.size(); ++i) {
+  for (size_t i : order_or_all(s, order)) {
     const auto t = s.tokens(i);
     if (fixed_layout) {
       padded.assign(t.begin(), t.end());

@@ -50,14 +50,17 @@ struct ShardCounts {
 ShardCounts count_shard(const std::string& path);
 
 // Writers; both write atomically (a temporary beside `path`, renamed when complete). Token ids and
-// positions must fit int16 (an InputError says so otherwise).
-void write_fixed(const std::string& path, const SequenceStore& sequences, int max_seq_length, int max_predictions);
-void write_varlength(const std::string& path, const SequenceStore& sequences);
+// positions must fit int16 (an InputError says so otherwise). `order` names the sequences to write,
+// in order (empty: all, as stored), so a shuffled set is written without first copying it.
+void write_fixed(const std::string& path, const SequenceStore& sequences, int max_seq_length, int max_predictions,
+                 const std::vector<size_t>& order = {});
+void write_varlength(const std::string& path, const SequenceStore& sequences, const std::vector<size_t>& order = {});
 
 // The checksum NVIDIA's hdf5_md5.py prints for a file: per row, md5 of str(input_ids row as a
 // Python list) (fixed rows include their padding), then md5 of str(list of those hex digests).
 std::string hdf5_md5(const std::string& path);
 // The same computed from sequences about to be written in `layout`.
-std::string hdf5_md5(const SequenceStore& sequences, bool fixed_layout, int max_seq_length);
+std::string hdf5_md5(const SequenceStore& sequences, bool fixed_layout, int max_seq_length,
+                     const std::vector<size_t>& order = {});
 
 }  // namespace bertperf

@@ -2,6 +2,7 @@
 #include "data/md5.h"
 
 #include <bit>
+#include <charconv>
 #include <cmath>
 #include <cstring>
 
@@ -102,12 +103,15 @@ std::string md5_hex(std::string_view bytes) {
 }
 
 std::string python_list_md5(const int32_t* values, size_t count) {
-  std::string text = "[";
+  thread_local std::string text;  // reused: this runs once per row of a shard
+  text.assign(1, '[');
+  char digits[16];
   for (size_t i = 0; i < count; ++i) {
     if (i) text += ", ";
-    text += std::to_string(values[i]);
+    const auto end = std::to_chars(digits, digits + sizeof digits, values[i]).ptr;
+    text.append(digits, end);
   }
-  text += "]";
+  text += ']';
   return md5_hex(text);
 }
 

@@ -71,16 +71,6 @@ void PythonRandom::twist() {
   index_ = 0;
 }
 
-uint32_t PythonRandom::next_u32() {
-  if (index_ >= kN) twist();
-  uint32_t y = state_[index_++];
-  y ^= (y >> 11);
-  y ^= (y << 7) & 0x9d2c5680u;
-  y ^= (y << 15) & 0xefc60000u;
-  y ^= (y >> 18);
-  return y;
-}
-
 double PythonRandom::random() {
   const uint32_t a = next_u32() >> 5, b = next_u32() >> 6;
   return (a * 67108864.0 + b) * (1.0 / 9007199254740992.0);
@@ -95,8 +85,7 @@ uint64_t PythonRandom::getrandbits(int k) {
   return low | (high << 32);
 }
 
-uint64_t PythonRandom::randbelow(uint64_t n) {
-  BERT_CHECK(n >= 1, "randbelow needs n >= 1");
+uint64_t PythonRandom::randbelow_wide(uint64_t n) {
   const int k = std::bit_width(n);
   uint64_t r = getrandbits(k);
   while (r >= n) r = getrandbits(k);

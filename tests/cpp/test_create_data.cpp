@@ -115,6 +115,7 @@ TEST(CreateData, FilesFromTextEqualReference) {
     for (const char* corpus : kCorpora) job.inputs.push_back(kGolden + corpus + ".txt");
     job.out_dir = dir.path.string();
     job.threads = 2;
+    job.checksums = true;
     const auto g0 = load_json(std::string("instances_") + config + "_corpus_a.json");
     std::ostringstream log;
     const auto files = create_pretraining_files(job, tokenizer, config_of(g0), log);
