@@ -1,5 +1,7 @@
 #!/usr/bin/env python3
-"""Writes a tiny TF1 checkpoint of BERT, the golden input of tests/cpp/test_tf_checkpoint.cpp.
+"""Writes a TF1 checkpoint of BERT with known random values: by default the tiny golden input of
+tests/cpp/test_tf_checkpoint.cpp; with --bert-config, one of any size (e.g. BERT-large, to check the
+converter at the size of the MLPerf phase-1 checkpoint, which cannot be downloaded everywhere).
 
 The checkpoint is written by TensorFlow itself (tf.compat.v1 graph variables and a tf.compat.v1
 Saver, i.e. the TF1 "V2" tensor-bundle format of the MLPerf phase-1 checkpoint model.ckpt-28252), so
@@ -89,7 +91,14 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "tests", "golden", "tf1_tiny"))
     parser.add_argument("--seed", type=int, default=20260)
+    parser.add_argument("--bert-config", help="model config JSON (default: the tiny golden config)")
+    parser.add_argument("--no-slots", action="store_true", help="leave out the LAMB slots")
+    parser.add_argument("--no-expected", action="store_true", help="do not write expected.h5")
     args = parser.parse_args()
+    config = TINY_CONFIG
+    if args.bert_config:
+        with open(args.bert_config) as f:
+            config = json.load(f)
 
     import tensorflow as tf  # only here, so --help works without it
 
@@ -99,37 +108,46 @@ def main():
     rng = np.random.default_rng(args.seed)
 
     values = {}
-    for name, shape in trainable_variables(TINY_CONFIG):
+    for name, shape in trainable_variables(config):
         values[name] = rng.standard_normal(shape).astype(np.float32)
-        # The slots get other values, so a reader that returns a slot for its variable is caught.
-        values[name + "/LAMB"] = rng.standard_normal(shape).astype(np.float32)
-        values[name + "/LAMB_1"] = np.abs(rng.standard_normal(shape)).astype(np.float32)
+        if not args.no_slots:
+            # The slots get other values, so a reader that returns a slot for its variable is caught.
+            values[name + "/LAMB"] = rng.standard_normal(shape).astype(np.float32)
+            values[name + "/LAMB_1"] = np.abs(rng.standard_normal(shape).astype(np.float32))
     values["global_step"] = np.array(STEP, dtype=np.int64)
 
     graph = tf.Graph()
     with graph.as_default():
+        variables = {}
         for name, value in values.items():
             scope, _, leaf = name.rpartition("/")
+            trainable = not name.endswith(("/LAMB", "/LAMB_1")) and name != "global_step"
             with tf1.variable_scope(scope or tf1.get_variable_scope(), auxiliary_name_scope=False):
-                var = tf1.get_variable(leaf, initializer=tf.constant(value), trainable=not name.endswith("LAMB")
-                                       and not name.endswith("LAMB_1") and name != "global_step")
+                # Zero-initialised, then loaded from numpy: a constant initializer would put the values
+                # into the graph, which cannot exceed 2 GB.
+                var = tf1.get_variable(leaf, shape=value.shape, dtype=tf.as_dtype(value.dtype),
+                                       initializer=tf1.zeros_initializer(), trainable=trainable)
             assert var.op.name == name, (var.op.name, name)
+            variables[name] = var
         saver = tf1.train.Saver(write_version=tf1.train.SaverDef.V2)
         with tf1.Session(graph=graph) as sess:
             sess.run(tf1.global_variables_initializer())
+            for name, var in variables.items():
+                var.load(values[name], sess)
             prefix = saver.save(sess, os.path.join(args.out, "model.ckpt"), global_step=STEP, write_meta_graph=False)
 
     # Read back through TensorFlow's own reader: the expected values are what TF holds.
     reader = tf.train.load_checkpoint(prefix)
     stored = reader.get_variable_to_shape_map()
     assert set(stored) == set(values), sorted(set(stored) ^ set(values))
-    with h5py.File(os.path.join(args.out, "expected.h5"), "w") as f:
-        for name in sorted(values):
-            got = reader.get_tensor(name)
-            assert np.array_equal(got, values[name]), name
-            f.create_dataset(name.replace("/", "."), data=got)
+    for name in sorted(values):
+        assert np.array_equal(reader.get_tensor(name), values[name]), name
+    if not args.no_expected:
+        with h5py.File(os.path.join(args.out, "expected.h5"), "w") as f:
+            for name in sorted(values):
+                f.create_dataset(name.replace("/", "."), data=reader.get_tensor(name))
     with open(os.path.join(args.out, "bert_config.json"), "w") as f:
-        json.dump(TINY_CONFIG, f, indent=2)
+        json.dump(config, f, indent=2)
         f.write("\n")
     state = os.path.join(args.out, "checkpoint")
     if os.path.exists(state):
