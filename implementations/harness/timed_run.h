@@ -3,11 +3,12 @@
 //
 // Init (untimed): cache_clear, init_start, submission_* keys from the system description, the
 // seed (once), every hyperparameter (both opt_lamb_epsilon and the older opt_epsilon), model
-// construction and one weights_initialization per tensor, init_stop. Then run_start, one block,
-// and at each eval point tracked_stats (training throughput), eval_start/eval_stop/eval_accuracy
-// with epoch_num = samples trained, until the target is reached (status success) or the sample
-// limit or a non-finite loss ends the run (status aborted); train_samples and eval_samples (the
-// number of sequences actually evaluated) come before run_stop. A progress line goes to stderr only, so it never enters the log.
+// construction and one weights_initialization per tensor, init_stop. Then run_start, one epoch
+// and one block, and at each eval point tracked_stats (training throughput) and
+// eval_start/eval_stop/eval_accuracy with epoch_num = samples trained, until the target is reached
+// (status success) or the sample limit or a non-finite loss ends the run (status aborted);
+// train_samples and eval_samples (the sequences actually evaluated) come before run_stop. A
+// progress line goes to stderr only, so it never enters the log.
 #pragma once
 
 #include <cstdint>

@@ -149,6 +149,7 @@ TEST_F(TimedRunLog, SuccessSequence) {
       {"opt_lamb_beta_1", 0.9}, {"opt_lamb_beta_2", 0.999}, {"opt_lamb_weight_decay_rate", 0.01},
       {"max_sequence_length", 512}, {"max_predictions_per_seq", 76}, {"opt_name", "lamb"},
       {"init_stop", nullptr}, {"run_start", nullptr}, {"block_start", nullptr}, {"block_stop", nullptr},
+      {"epoch_start", nullptr}, {"epoch_stop", nullptr},
       {"train_samples", 4 * 150080}, {"eval_samples", 10000}, {"run_stop", nullptr}};
   for (const auto& [key, value] : once) {
     const auto found = find(key);
@@ -189,6 +190,10 @@ TEST_F(TimedRunLog, SuccessSequence) {
   }
   EXPECT_EQ(find("block_start")[0]->metadata["first_epoch_num"], 1);
   EXPECT_EQ(find("block_start")[0]->metadata["epoch_count"], 1);
+  EXPECT_EQ(find("epoch_start")[0]->metadata["epoch_num"], 0);
+  EXPECT_EQ(find("epoch_stop")[0]->metadata["epoch_num"], 4 * 150080);
+  EXPECT_LT(index_of("run_start"), index_of("epoch_start"));
+  EXPECT_LT(index_of("block_stop"), index_of("epoch_stop"));
 }
 
 TEST_F(TimedRunLog, AbortsAtMaxSamples) {
