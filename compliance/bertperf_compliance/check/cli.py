@@ -112,35 +112,62 @@ def _verdict(item) -> bool:
     return bool(item["result"].passed)
 
 
+def _grouped(findings, quiet: bool):
+    """Identical findings from several runs (same rule, message and fix) printed once."""
+    groups: Dict[Any, List[Any]] = {}
+    for f in findings:
+        if quiet and f.severity != "error":
+            continue
+        groups.setdefault((f.severity, f.rule, f.key, f.message, f.fix, f.line), []).append(f)
+    for members in groups.values():
+        first = members[0]
+        text = first.render()
+        if len(members) > 1:
+            names = [os.path.basename(m.file) for m in members]
+            shown = ", ".join(names[:10]) + (" ..." if len(names) > 10 else "")
+            text += f"\n    also in {len(members) - 1} more file(s); all: {shown}"
+        yield text
+
+
+def _print_result(res, args, out, indent="  ") -> None:
+    if isinstance(res, LogResult):
+        for text in _grouped(res.findings, args.quiet):
+            print(indent + text.replace("\n", "\n" + indent), file=out)
+        return
+    for text in _grouped(res.all_findings(), args.quiet):
+        print(indent + text.replace("\n", "\n" + indent), file=out)
+    for sub in _walk(res):
+        if sub.logs:
+            n_ok = sum(log.passed for log in sub.logs)
+            line = f"{indent}{sub.name}: {n_ok} of {len(sub.logs)} runs comply"
+            if sub.rcp is not None:
+                r = sub.rcp
+                line += f"; RCP {'pass' if r.passed else 'FAIL'} ({r.message}"
+                if r.record is not None and r.submission_mean is not None:
+                    line += (f"; olympic mean {r.submission_mean:.1f} samples, minimum "
+                             f"{r.record.min_mean:.1f}, reference mean {r.record.mean:.1f}")
+                    if r.passed and r.norm_factor > 1:
+                        line += f"; score scaling factor {r.norm_factor:.4f}"
+                line += ")"
+            seeds = [c for c in sub.children if c.name == "seeds"]
+            if seeds:
+                line += f"; seeds {'pass' if seeds[0].passed else 'FAIL'}"
+            print(line, file=out)
+
+
 def _print_text(items, args, out) -> None:
     n_pass = 0
     for item in items:
         res = item["result"]
-        ok = res.passed
-        n_pass += ok
-        if isinstance(res, LogResult):
-            findings = res.findings
+        n_pass += bool(res.passed)
+        print(f"{'PASS' if res.passed else 'FAIL'} {item['path']} ({item['kind']}, ruleset {args.ruleset})",
+              file=out)
+        if item["kind"] == "trees":
+            for child in res.children:
+                print(f"  {'PASS' if child.passed else 'FAIL'} {child.name} (tree)", file=out)
+                _print_result(child, args, out, "    ")
         else:
-            findings = res.all_findings()
-        if args.quiet:
-            findings = [f for f in findings if f.severity == "error"]
-        print(f"{'PASS' if ok else 'FAIL'} {item['path']} ({item['kind']}, ruleset {args.ruleset})", file=out)
-        for f in findings:
-            print("  " + f.render().replace("\n", "\n  "), file=out)
-        if not isinstance(res, LogResult):
-            for sub in _walk(res):
-                if sub.rcp is not None and not args.quiet:
-                    r = sub.rcp
-                    line = f"  rcp {sub.name}: {'pass' if r.passed else 'fail'} ({r.message}"
-                    if r.record is not None and r.submission_mean is not None:
-                        line += (f"; olympic mean {r.submission_mean:.1f} samples, minimum "
-                                 f"{r.record.min_mean:.1f}, reference mean {r.record.mean:.1f}")
-                        if r.passed and r.norm_factor > 1:
-                            line += f"; score scaling factor {r.norm_factor:.4f}"
-                    print(line + ")", file=out)
-                for log in sub.logs:
-                    if not args.quiet or not log.passed:
-                        print(f"  {'pass' if log.passed else 'FAIL'} {log.file}", file=out)
+            _print_result(res, args, out)
     print(f"{n_pass} of {len(items)} input(s) passed", file=out)
 
 
