@@ -450,12 +450,21 @@ struct AttentionCase {
   float p;
 };
 
+// One packed row: two sequences, then padding.
+Ids long_row_seq_ids(int S) {
+  Ids seq(S);
+  for (int s = 0; s < S; ++s) seq[s] = s < S / 2 ? 1 : (s < S - 7 ? 2 : 0);
+  return seq;
+}
+
 std::vector<AttentionCase> attention_cases() {
   return {
       {"no padding", 2, 5, 2, 3, {1, 1, 1, 1, 1, 1, 1, 1, 1, 1}, 0.0f},
       {"padding", 2, 6, 2, 3, {1, 1, 1, 1, 0, 0, 1, 1, 1, 1, 1, 1}, 0.0f},
       {"packed", 2, 7, 2, 3, {1, 1, 2, 2, 2, 3, 0, 1, 2, 2, 3, 3, 0, 0}, 0.0f},
       {"packed + dropout", 2, 7, 3, 2, {1, 1, 2, 2, 2, 3, 0, 1, 2, 2, 3, 3, 0, 0}, 0.25f},
+      // S * S above the forward's dropout tile, so the context is built in several row blocks.
+      {"long rows + dropout", 1, 130, 1, 2, long_row_seq_ids(130), 0.1f},
   };
 }
 
