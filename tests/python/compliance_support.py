@@ -21,6 +21,11 @@ from typing import List, Optional
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
+try:  # the package is normally installed (pip install -e compliance); work without it too
+    import bertperf_compliance  # noqa: F401
+except ImportError:
+    import sys
+    sys.path.insert(0, str(REPO / "compliance"))
 RULESETS = ("2.1.0", "3.0.0", "3.1.0", "4.0.0", "4.1.0", "5.0.0")
 
 
