@@ -34,11 +34,9 @@ inline bool masked(int32_t query_seq, int32_t key_seq) {
 template <typename T>
 void masked_softmax_row(T* row, const int32_t* seq, int32_t query_seq, int S) {
   const T mask_value = T(ops::kAttentionMaskValue);
-  T row_max = -INFINITY;
-  for (int t = 0; t < S; ++t) {
-    row[t] += masked(query_seq, seq[t]) ? mask_value : T(0);
-    row_max = std::max(row_max, row[t]);
-  }
+#pragma omp simd
+  for (int t = 0; t < S; ++t) row[t] += masked(query_seq, seq[t]) ? mask_value : T(0);
+  const T row_max = max_of(row, S);
   T sum = 0;
 #pragma omp simd reduction(+ : sum)
   for (int t = 0; t < S; ++t) {

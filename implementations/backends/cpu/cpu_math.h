@@ -22,9 +22,11 @@ namespace bertperf::cpu {
 
 // exp(x) = 2^n e^r with r in [-ln2/2, ln2/2]; degree-7 Taylor polynomial for e^r (truncation 5e-9
 // relative), so the result is within a few ulp of the exact value. Below -87 the true value is
-// subnormal or zero; we return 0, which is what softmax over masked scores wants.
+// subnormal or zero; we return 0 (scale 0), which is what softmax over masked scores wants.
 inline float exp_approx(float x) {
-  const bool underflow = x < -87.0f;
+  // All ones unless x underflows; an integer mask rather than a select keeps the function free of
+  // control flow, which lets loops that widen the result to double (cross-entropy) vectorise.
+  const int32_t keep = -static_cast<int32_t>(x >= -87.0f);
   x = x < -87.0f ? -87.0f : x;
   x = x > 88.0f ? 88.0f : x;
   // n = round(x / ln2) by the 1.5 * 2^23 trick: std::floor does not vectorise under strict IEEE.
@@ -41,8 +43,8 @@ inline float exp_approx(float x) {
   p = std::fma(p, r, 0.5f);
   p = std::fma(p, r, 1.0f);
   p = std::fma(p, r, 1.0f);
-  const float scale = std::bit_cast<float>((static_cast<int32_t>(n) + 127) << 23);
-  return underflow ? 0.0f : p * scale;
+  const float scale = std::bit_cast<float>(((static_cast<int32_t>(n) + 127) << 23) & keep);
+  return p * scale;
 }
 
 // tanh(x) = sign(x) (1 - e) / (1 + e) with e = exp(-2|x|). Near zero that quotient cancels, so
@@ -75,6 +77,15 @@ inline T tanh_t(T x) {
   } else {
     return std::tanh(x);
   }
+}
+
+// Largest of x[0..n), n >= 1. Written as a select from 0: GCC vectorises this form, not std::max.
+template <typename T>
+inline T max_of(const T* x, int n) {
+  T m = x[0];
+#pragma omp simd reduction(max : m)
+  for (int i = 0; i < n; ++i) m = x[i] > m ? x[i] : m;
+  return m;
 }
 
 // ---- dropout ---------------------------------------------------------------------------------------

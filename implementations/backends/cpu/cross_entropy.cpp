@@ -11,14 +11,6 @@ namespace bertperf::cpu {
 
 namespace {
 
-template <typename T>
-T row_max(const T* x, int V) {
-  T m = x[0];
-#pragma omp simd reduction(max : m)
-  for (int j = 1; j < V; ++j) m = std::max(m, x[j]);
-  return m;
-}
-
 // sum_j exp(x_j - max), exponentials in T, the sum in double.
 template <typename T>
 double row_exp_sum(const T* x, T max, int V) {
@@ -42,7 +34,7 @@ void cross_entropy_forward(T* losses, const T* logits, const int32_t* labels, in
 #pragma omp parallel for schedule(static) if (static_cast<size_t>(M) * V > kParallelMin)
   for (int i = 0; i < M; ++i) {
     const T* x = logits + static_cast<size_t>(i) * V;
-    const T m = row_max(x, V);
+    const T m = max_of(x, V);
     // -log softmax(x)[label] = log(sum_j exp(x_j - m)) - (x_label - m)
     losses[i] = static_cast<T>(std::log(row_exp_sum(x, m, V)) - static_cast<double>(x[labels[i]] - m));
   }
@@ -56,7 +48,7 @@ void cross_entropy_backward(T* dlogits, const T* logits, const int32_t* labels, 
     const size_t offset = static_cast<size_t>(i) * V;
     const T* x = logits + offset;
     T* dx = dlogits + offset;
-    const T m = row_max(x, V);
+    const T m = max_of(x, V);
     const T scale = static_cast<T>(static_cast<double>(dlosses[i]) / row_exp_sum(x, m, V));
 #pragma omp simd
     for (int j = 0; j < V; ++j) dx[j] += scale * exp_t<T>(x[j] - m);
