@@ -4,6 +4,7 @@
 - shards written by `bertperf data` open in h5py with the exact keys, dtypes and shapes of NVIDIA's
   fixed-length and variable-length files, and hold the official generator's instances
   (tests/golden/create_data/). Skipped when the bertperf executable has not been built."""
+import hashlib
 import importlib.util
 import json
 import subprocess
@@ -95,6 +96,13 @@ def test_bertperf_data_output_in_h5py(tmp_path, layout):
             lab = [r[:k].tolist() for r, k in zip(f["masked_lm_ids"][:], counts)]
         assert f["next_sentence_labels"].dtype == np.int8 and f["next_sentence_labels"].shape == (n,)
         nsp = f["next_sentence_labels"][:].tolist()
+    # `bertperf data --checksum` equals NVIDIA's hdf5_md5.py method computed here.
+    with h5py.File(tmp_path / "corpus_b.txt.hdf5", "r") as f:
+        digests = [hashlib.md5(str(np.asarray(row).tolist()).encode("utf-8")).hexdigest() for row in f["input_ids"][:]]
+    expect = hashlib.md5(str(digests).encode("utf-8")).hexdigest()
+    out = subprocess.run([str(exe), "data", "--checksum", str(tmp_path / "corpus_b.txt.hdf5")], check=True,
+                         capture_output=True, text=True).stdout
+    assert out == "corpus_b.txt.hdf5\t%s\n" % expect
     for i, r in enumerate(rows):
         assert ids[i] == r[0], i
         assert seg[i] == [0] * r[1] + [1] * (len(r[0]) - r[1]), i
