@@ -204,7 +204,7 @@ File File::open(const std::string& path) {
   File f;
   f.path_ = path;
   f.id_ = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
-  if (f.id_ < 0) throw_input(path, "cannot open as HDF5, the file is damaged" + take_hdf5_error());
+  if (f.id_ < 0) throw_input(path, "cannot be opened as HDF5 (damaged or truncated?)" + take_hdf5_error());
   return f;
 }
 
