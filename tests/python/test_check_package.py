@@ -25,9 +25,10 @@ def trees(tmp_path_factory):
     return out
 
 
-# Per-log verdicts are compared under all six rulesets elsewhere; at tree level these four
-# cover every difference in layout, system-description and seed/RCP handling.
-@pytest.mark.parametrize("ruleset", ["2.1.0", "3.1.0", "4.0.0", "5.0.0"])
+# Per-log verdicts are compared under all six rulesets elsewhere; at tree level the oldest
+# and newest ruleset cover the differences in system descriptions (status words), and the
+# variants below cover the passing tree under 3.1.0.
+@pytest.mark.parametrize("ruleset", ["2.1.0", "5.0.0"])
 def test_shared_trees_match_official(trees, ruleset):
     for name, tree in trees.items():
         ours = check_package(str(tree), ruleset)
