@@ -315,3 +315,12 @@ def test_real_log_mutations_match_official(tmp_path):
             write_lines(path, out)
         for ruleset in ("2.1.0", "5.0.0"):
             assert check_log(path, ruleset).passed == official_log_verdict(path, ruleset), (name, ruleset)
+
+
+def test_self_queueing_benchmark_fails_without_hanging(tmp_path):
+    # The official checker never finishes on this log (closed_common keeps queueing itself),
+    # so it is not run here; ours must stop and fail.
+    lines = edit("submission_benchmark", set_value("common"))(make_log_lines())
+    path = write_lines(tmp_path / "loop.txt", lines)
+    res = check_log(path, "5.0.0")
+    assert not res.passed and any("queue" in f.rule for f in res.errors)
