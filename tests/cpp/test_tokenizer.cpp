@@ -1,6 +1,6 @@
 // Tests of the BERT tokenizer (implementations/data/tokenizer.h).
 //
-// The oracle for real text is tests/golden/tokenizer_golden.tsv, written by
+// The oracle for real and random text is tests/golden/tokenizer_golden.tsv, written by
 // tests/reference/make_tokenizer_golden.py with HuggingFace's Python BertTokenizer set up as the
 // MLPerf reference; it needs the standard uncased vocabulary that scripts/prepare_corpus.py puts
 // in data/vocab/vocab.txt. The unit cases use small hand-made vocabularies whose expected output

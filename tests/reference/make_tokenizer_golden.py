@@ -25,6 +25,7 @@ UTF-8, a leading "#" (lines starting with "#" are comments) and tab, newline and
 import argparse
 import hashlib
 import os
+import random
 import sys
 import unicodedata as real_unicodedata
 
@@ -38,6 +39,45 @@ import transformers
 
 CORPUS_FILES = ["gcide", "wn", "foldoc", "jargon", "devil", "fortunes"]
 LINES_PER_SOURCE = 1800
+RANDOM_LINES = 1500  # of each kind: random characters from many scripts; random bytes
+
+# Code point ranges the random lines draw from: ASCII most often, then blocks with case mappings,
+# decompositions, combining marks, CJK, Hangul, format characters, supplementary planes.
+RANDOM_BLOCKS = [(0x20, 0x7E)] * 4 + [
+    (0x0, 0x1F), (0x80, 0x24F), (0x300, 0x36F), (0x370, 0x3FF), (0x400, 0x52F), (0x590, 0x6FF),
+    (0x900, 0x97F), (0xE00, 0xE7F), (0x10A0, 0x10FF), (0x13A0, 0x13FF), (0x1C80, 0x1CBF),
+    (0x1E00, 0x1FFF), (0x2000, 0x206F), (0x2100, 0x218F), (0x2460, 0x24FF), (0x3000, 0x30FF),
+    (0x3400, 0x4DBF), (0x4E00, 0x4FFF), (0xA640, 0xA7FF), (0xAC00, 0xD7A3), (0xE000, 0xE0FF),
+    (0xF900, 0xFAFF), (0xFB00, 0xFB4F), (0xFE00, 0xFFFF), (0x10400, 0x1044F), (0x1D100, 0x1D1FF),
+    (0x1F100, 0x1F9FF), (0x20000, 0x2A6DF), (0x2F800, 0x2FA1F), (0xE0000, 0xE007F),
+]
+
+
+def random_lines(seed):
+    """Deterministic random text: RANDOM_LINES lines of characters, then of raw bytes."""
+    rng = random.Random(seed)
+    lines = []
+    for _ in range(RANDOM_LINES):
+        chars = []
+        for _ in range(rng.randint(1, 40)):
+            lo, hi = rng.choice(RANDOM_BLOCKS)
+            cp = rng.randint(lo, hi)
+            chars.append(" " if 0xD800 <= cp <= 0xDFFF or cp in (10, 13) else chr(cp))
+            if rng.random() < 0.2:
+                chars.append(" ")
+        lines.append("".join(chars).encode("utf-8"))
+    for _ in range(RANDOM_LINES):
+        raw = bytearray()
+        for _ in range(rng.randint(1, 30)):
+            r = rng.random()
+            if r < 0.5:
+                raw.append(rng.randint(0x20, 0x7E))
+            elif r < 0.8:
+                raw.append(rng.randint(0x80, 0xFF))
+            else:  # a well-formed or surrogate-encoding multi-byte sequence
+                raw += chr(rng.randint(0x80, 0x10FFFF)).encode("utf-8", "surrogatepass")
+        lines.append(bytes(raw).replace(b"\n", b" ").replace(b"\r", b" "))
+    return lines
 
 HARD_LINES = [
     # accents and Latin letters without decompositions
@@ -167,17 +207,19 @@ def main():
 
     with open(args.vocab, "rb") as f:
         vocab_md5 = hashlib.md5(f.read()).hexdigest()
-    records = [line.encode("utf-8") for line in HARD_LINES] + HARD_BYTE_LINES
-    records += list(corpus_lines(args.corpus))
+    hard = [line.encode("utf-8") for line in HARD_LINES] + HARD_BYTE_LINES
+    randoms = random_lines(seed=12345)
+    corpus = list(corpus_lines(args.corpus))
+    records = hard + randoms + corpus
 
     nfc_differs = 0
     with open(args.out, "w", encoding="utf-8", newline="\n") as out:
         out.write(f"# Written by tests/reference/make_tokenizer_golden.py with transformers "
                   f"{transformers.__version__}, Python {sys.version.split()[0]} (Unicode "
                   f"{real_unicodedata.unidata_version}); vocab md5 {vocab_md5}.\n")
-        out.write(f"# {len(HARD_LINES) + len(HARD_BYTE_LINES)} hand-written lines, then "
-                  f"{len(records) - len(HARD_LINES) - len(HARD_BYTE_LINES)} lines of "
-                  f"data/corpus ({LINES_PER_SOURCE} evenly spaced from each source).\n")
+        out.write(f"# {len(hard)} hand-written lines, {len(randoms)} random lines (characters, "
+                  f"then bytes), then {len(corpus)} lines of data/corpus ({LINES_PER_SOURCE} "
+                  f"evenly spaced from each source).\n")
         for raw in records:
             text = raw.decode("utf-8", errors="ignore")
             ids = encode(text)
