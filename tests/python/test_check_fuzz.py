@@ -34,6 +34,8 @@ def _base_logs():
 def _edit(rng: random.Random, data: bytes) -> bytes:
     lines = data.split(b"\n")
     for _ in range(rng.randint(1, 3)):
+        if not lines:
+            lines = [b""]
         op = rng.randrange(9)
         i = rng.randrange(len(lines))
         if op == 0:
