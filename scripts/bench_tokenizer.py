@@ -2,9 +2,9 @@
 """Side by side: HuggingFace tokenizers' BertWordPieceTokenizer vs `bertperf tokenize` on the same
 text, with the same number of threads. Prints MB/s and lines/s of each and their ratio.
 
-Usage (HuggingFace tokenizers from requirements-reference.txt, in its own venv):
+Usage (HuggingFace tokenizers from requirements-reference.txt: scripts/setup.sh --reference):
 
-    /tmp/venv-hf/bin/python scripts/bench_tokenizer.py --bertperf build/bin/bertperf \\
+    .venv-ref/bin/python scripts/bench_tokenizer.py --bertperf build/bin/bertperf \\
         [--input FILE] [--vocab data/vocab/vocab.txt] [--threads 1] [--repeat 3]
 
 The input defaults to all of data/corpus/*.txt (scripts/prepare_corpus.py), concatenated. Both sides

@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
-"""Writes tests/golden/tokenizer_golden.tsv: WordPiece ids of real and hard text lines, computed by
-HuggingFace's Python BertTokenizer set up as the MLPerf reference tokenizer (bert-reference.md 3.5).
+"""Writes tests/golden/tokenizer_golden.tsv: WordPiece ids of hand-written hard lines, seeded random
+lines and real corpus lines, computed by HuggingFace's Python BertTokenizer set up as the MLPerf
+reference tokenizer (bert-reference.md 3.5).
 
-Usage (a separate venv with the pins of requirements-reference.txt; not needed to build or test):
+Usage (the reference venv of requirements-reference.txt; not needed to build or test):
 
-    python -m venv /tmp/venv-hf && /tmp/venv-hf/bin/pip install -r requirements-reference.txt
+    scripts/setup.sh --reference                                       # makes .venv-ref
     .venv/bin/python scripts/prepare_corpus.py --out data/corpus      # corpus + vocab
-    /tmp/venv-hf/bin/python tests/reference/make_tokenizer_golden.py
+    .venv-ref/bin/python tests/reference/make_tokenizer_golden.py
 
 Settings: do_lower_case=True, tokenize_chinese_chars=True, strip_accents=None (strip when
 lowercasing), max_input_chars_per_word=200 (HuggingFace's default is 100; the reference's is 200).
