@@ -46,7 +46,7 @@ def test_json_output(tmp_path):
     lines.insert(3, lines[3][:-5])          # a broken JSON line
     bad = write_lines(tmp_path / "bad.txt", lines)
     status, out, _ = run("--json", "--ruleset", "5.0.0", str(bad))
-    doc = json.loads(out)
+    doc = json.loads(out, parse_constant=lambda c: (_ for _ in ()).throw(ValueError(c)))  # strict
     assert status == 1 and doc["passed"] is False
     [inp] = doc["inputs"]
     errors = [f for f in inp["result"]["findings"] if f["severity"] == "error"]

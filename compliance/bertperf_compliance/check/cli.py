@@ -177,6 +177,19 @@ def _walk(res: CheckResult):
         yield from _walk(child)
 
 
+def _strict(obj):
+    """Strict JSON: non-finite numbers become strings, unknown objects their repr."""
+    if isinstance(obj, dict):
+        return {str(k): _strict(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_strict(v) for v in obj]
+    if isinstance(obj, float) and (obj != obj or obj in (float("inf"), float("-inf"))):
+        return repr(obj)
+    if obj is None or isinstance(obj, (str, int, float, bool)):
+        return obj
+    return repr(obj)
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     parser = build_parser()
     try:
@@ -211,7 +224,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                "passed": passed,
                "inputs": [{"kind": i["kind"], "path": i["path"], "passed": i["result"].passed,
                            "result": i["result"].to_dict()} for i in items]}
-        json.dump(doc, sys.stdout, indent=1, default=repr)
+        json.dump(_strict(doc), sys.stdout, indent=1, allow_nan=False)
         sys.stdout.write("\n")
     else:
         _print_text(items, args, sys.stdout)
