@@ -8,8 +8,9 @@ curve (masked-LM accuracy against samples) can be compared with an independent o
     it: bert_config, data files, batch size, LAMB hyperparameters and schedule, eval cadence,
     eval sample count and target accuracy;
   - reads the fixed-length MLPerf HDF5 layout (input_ids, input_mask, segment_ids,
-    masked_lm_positions, masked_lm_ids, next_sentence_labels); a prediction slot is real where its
-    position is non-zero, as in the reference loader;
+    masked_lm_positions, masked_lm_ids, next_sentence_labels) or the variable-length one (vlen
+    rows, no input_mask), rebuilt to the padded form; a prediction slot is real where its position
+    is non-zero, as in the reference loader;
   - builds BERT from random weights (truncated normal 0.02 as in the reference, zero biases,
     LayerNorm 1/0), tanh GELU, LayerNorm eps 1e-12, dropout from the config;
   - loss = MLM (sum(w * CE) / (sum(w) + 1e-5) over the gathered masked slots) + NSP mean CE;
@@ -68,27 +69,50 @@ def load_config(path):
         interval = max(int(math.floor(raw / c["round_down_to"])) * c["round_down_to"], c["round_down_to"])
     return {
         "bert": cfg["bert_config"], "train_files": files, "eval_file": resolve(cfg["data"]["eval_file"]),
-        "seq_len": cfg["data"]["seq_len"], "gbs": gbs, "lamb": cfg["lamb"],
+        "seq_len": cfg["data"]["seq_len"], "preds": cfg["data"]["max_predictions"], "gbs": gbs, "lamb": cfg["lamb"],
         "eval_batch": cfg["eval"]["batch_size"], "eval_interval": interval,
         "eval_samples": bench.get("eval_samples", 10000), "target": bench["target_accuracy"],
         "max_samples": cfg.get("max_samples", bench.get("max_samples", 0)) or cfg["lamb"]["train_steps"] * gbs,
     }
 
 
-def read_fixed_length(paths, seq_len, limit=None):
-    """Concatenates the fixed-length layout of every file (up to `limit` samples) as int64 arrays."""
+def read_shard(f, seq_len, preds, take):
+    """One file's first `take` samples in the padded form; fixed-length or variable-length layout."""
+    if h5py.check_vlen_dtype(f["input_ids"].dtype) is None:
+        missing = [k for k in FIELDS if k not in f]
+        if missing:
+            sys.exit(f"{f.filename}: not the fixed-length layout (missing {missing})")
+        if f["input_ids"].shape[1] != seq_len:
+            sys.exit(f"{f.filename}: sequence length {f['input_ids'].shape[1]}, config says {seq_len}")
+        return {k: f[k][:take].astype(np.int64) for k in FIELDS}
+    # Variable length: tokens stop at the real length and only real prediction slots are stored;
+    # rebuild input_mask and the zero-padded slots as the reference loader does.
+    out = {"input_ids": np.zeros((take, seq_len), np.int64), "input_mask": np.zeros((take, seq_len), np.int64),
+           "segment_ids": np.zeros((take, seq_len), np.int64),
+           "masked_lm_positions": np.zeros((take, preds), np.int64), "masked_lm_ids": np.zeros((take, preds), np.int64),
+           "next_sentence_labels": f["next_sentence_labels"][:take].astype(np.int64)}
+    rows = {k: f[k][:take] for k in ("input_ids", "segment_ids", "masked_lm_positions", "masked_lm_ids")}
+    for i in range(take):
+        n, m = len(rows["input_ids"][i]), len(rows["masked_lm_positions"][i])
+        if n > seq_len or m > preds:
+            sys.exit(f"{f.filename}: sample {i} has {n} tokens / {m} predictions, config allows {seq_len} / {preds}")
+        out["input_ids"][i, :n], out["segment_ids"][i, :n], out["input_mask"][i, :n] = \
+            rows["input_ids"][i], rows["segment_ids"][i], 1
+        out["masked_lm_positions"][i, :m], out["masked_lm_ids"][i, :m] = \
+            rows["masked_lm_positions"][i], rows["masked_lm_ids"][i]
+    return out
+
+
+def read_samples(paths, seq_len, preds, limit=None):
+    """Concatenates every file (up to `limit` samples) in the padded form, as int64 tensors."""
     parts = {k: [] for k in FIELDS}
     n = 0
     for p in paths:
         with h5py.File(p, "r") as f:
-            missing = [k for k in FIELDS if k not in f]
-            if missing:
-                sys.exit(f"{p}: not the fixed-length layout (missing {missing})")
-            if f["input_ids"].shape[1] != seq_len:
-                sys.exit(f"{p}: sequence length {f['input_ids'].shape[1]}, config says {seq_len}")
-            take = f["input_ids"].shape[0] if limit is None else min(limit - n, f["input_ids"].shape[0])
-            for k in FIELDS:
-                parts[k].append(f[k][:take].astype(np.int64))
+            count = f["next_sentence_labels"].shape[0]
+            take = count if limit is None else min(limit - n, count)
+            for k, v in read_shard(f, seq_len, preds, take).items():
+                parts[k].append(v)
             n += take
         if limit is not None and n >= limit:
             break
@@ -178,8 +202,8 @@ def main():
                eps=c["lamb"]["epsilon"], weight_decay=c["lamb"]["weight_decay"],
                max_grad_norm=c["lamb"]["max_grad_norm"])
 
-    train = read_fixed_length(c["train_files"], c["seq_len"])
-    evald = read_fixed_length([c["eval_file"]], c["seq_len"], limit=c["eval_samples"])
+    train = read_samples(c["train_files"], c["seq_len"], c["preds"])
+    evald = read_samples([c["eval_file"]], c["seq_len"], c["preds"], limit=c["eval_samples"])
     n_train, gbs = train["input_ids"].shape[0], c["gbs"]
     gen = torch.Generator().manual_seed(args.seed)
     order, cursor = torch.randperm(n_train, generator=gen), 0
