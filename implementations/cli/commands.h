@@ -14,6 +14,9 @@ int cmd_train(const Args& args);
 int cmd_run(const Args& args);
 int cmd_run_once(const Args& args);
 int cmd_bench_step(const Args& args);
+int cmd_data(const Args& args);
+int cmd_tokenize(const Args& args);
+int cmd_convert_checkpoint(const Args& args);
 
 struct Command {
   const char* name;
@@ -26,6 +29,10 @@ inline const Command kCommands[] = {
     {"train", cmd_train, "train from a config file and data files (no MLPerf logging)"},
     {"run", cmd_run, "an MLPerf result set: N timed runs into an MLPerf submission tree"},
     {"run-once", cmd_run_once, "one timed MLPerf run, its :::MLLOG log written atomically"},
+    {"data", cmd_data, "create MLPerf HDF5 pretraining data from text (the reference algorithm)"},
+    {"tokenize", cmd_tokenize, "WordPiece-tokenize text with a vocabulary (the reference tokenizer)"},
+    {"convert-checkpoint", cmd_convert_checkpoint,
+     "convert a TensorFlow checkpoint (e.g. phase-1 model.ckpt-28252) to an HDF5 checkpoint"},
     {"bench-step", cmd_bench_step, "time one training step at BERT mini/base/large shapes (JSON lines)"},
 };
 

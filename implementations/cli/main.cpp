@@ -2,6 +2,7 @@
 // stderr and a non-zero exit (2 for bad input, 1 for internal errors), never a signal.
 #include <cstring>
 #include <exception>
+#include <iomanip>
 #include <iostream>
 
 #include "cli/commands.h"
@@ -11,7 +12,7 @@ namespace {
 
 void print_usage(std::ostream& out) {
   out << "usage: bertperf <command> [options]\n\ncommands:\n";
-  for (const auto& c : bertperf::cli::kCommands) out << "  " << c.name << "\t" << c.summary << "\n";
+  for (const auto& c : bertperf::cli::kCommands) out << "  " << std::left << std::setw(20) << c.name << c.summary << "\n";
   out << "\n`bertperf <command> --help` describes a command.\n";
 }
 
