@@ -24,9 +24,9 @@ namespace bertperf::cpu {
 // relative), so the result is within a few ulp of the exact value. Below -87 the true value is
 // subnormal or zero; we return 0 (scale 0), which is what softmax over masked scores wants.
 inline float exp_approx(float x) {
-  // All ones unless x underflows; an integer mask rather than a select keeps the function free of
-  // control flow, which lets loops that widen the result to double (cross-entropy) vectorise.
-  const int32_t keep = -static_cast<int32_t>(x >= -87.0f);
+  // 1 unless x underflows. Multiplying by it (rather than selecting the result) is the form GCC
+  // vectorises in every caller, including tanh and the double-accumulating cross-entropy sums.
+  const float keep = x >= -87.0f ? 1.0f : 0.0f;
   x = x < -87.0f ? -87.0f : x;
   x = x > 88.0f ? 88.0f : x;
   // n = round(x / ln2) by the 1.5 * 2^23 trick: std::floor does not vectorise under strict IEEE.
@@ -43,8 +43,8 @@ inline float exp_approx(float x) {
   p = std::fma(p, r, 0.5f);
   p = std::fma(p, r, 1.0f);
   p = std::fma(p, r, 1.0f);
-  const float scale = std::bit_cast<float>(((static_cast<int32_t>(n) + 127) << 23) & keep);
-  return p * scale;
+  const float scale = std::bit_cast<float>((static_cast<int32_t>(n) + 127) << 23);
+  return p * scale * keep;
 }
 
 // tanh(x) = sign(x) (1 - e) / (1 + e) with e = exp(-2|x|). Near zero that quotient cancels, so
