@@ -46,7 +46,10 @@ void expect_rows(const h5::File& f, const char* key, int64_t rows, bool vlen, in
                             : (info.shape.size() == 2 && info.shape[0] == rows && info.shape[1] == width);
   if (!ok) {
     std::string shape;
-    for (auto d : info.shape) shape += (shape.empty() ? "" : ",") + std::to_string(d);
+    for (auto d : info.shape) {
+      if (!shape.empty()) shape += ',';
+      shape += std::to_string(d);
+    }
     bad(f.path(), cat("dataset '", key, "' has shape [", shape, "], expected [", rows,
                       width < 0 ? "" : cat(",", width), "]"));
   }

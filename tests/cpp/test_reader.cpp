@@ -68,23 +68,31 @@ void expect_batches(PretrainingReader& reader, const nlohmann::json& want, bool 
     ASSERT_TRUE(reader.next(b)) << "reader stopped early at batch " << i;
     expect_batch(b, want[i], i);
   }
-  if (expect_end) EXPECT_FALSE(reader.next(b));
+  if (expect_end) {
+    EXPECT_FALSE(reader.next(b));
+  }
 }
 
 // A sequence as (nsp, tokens), for multiset comparisons across ranks and packings.
 using SeqKey = std::pair<int, std::vector<int32_t>>;
 
+// The sequences of one batch; nsp_labels follow the sequences in row order, then seq_id order.
+void add_sequences(const Batch& b, std::multiset<SeqKey>& out) {
+  size_t next_label = 0;
+  for (int r = 0; r < b.rows; ++r) {
+    std::map<int, std::vector<int32_t>> by_seq;
+    for (int t = 0; t < b.seq_len; ++t) {
+      if (b.seq_id[r * b.seq_len + t] > 0) by_seq[b.seq_id[r * b.seq_len + t]].push_back(b.input_ids[r * b.seq_len + t]);
+    }
+    for (auto& [k, tokens] : by_seq) out.insert({b.nsp_labels.at(next_label++), tokens});
+  }
+  EXPECT_EQ(next_label, b.nsp_labels.size());
+}
+
 std::multiset<SeqKey> sequences_of(PretrainingReader& reader) {
   std::multiset<SeqKey> out;
   Batch b;
-  while (reader.next(b)) {
-    for (int r = 0; r < b.rows; ++r) {
-      std::map<int, std::vector<int32_t>> by_seq;
-      for (int t = 0; t < b.seq_len; ++t)
-        if (b.seq_id[r * b.seq_len + t] > 0) by_seq[b.seq_id[r * b.seq_len + t]].push_back(b.input_ids[r * b.seq_len + t]);
-      for (auto& [k, tokens] : by_seq) out.insert({-1, tokens});
-    }
-  }
+  while (reader.next(b)) add_sequences(b, out);
   return out;
 }
 
@@ -158,20 +166,23 @@ TEST(Reader, PackingKeepsEverySequenceOnce) {
       const int* sid = b.seq_id.data() + r * b.seq_len;
       const int* pos = b.position_ids.data() + r * b.seq_len;
       EXPECT_LE(*std::max_element(sid, sid + b.seq_len), o.max_sequences_per_row);
-      std::map<int, std::vector<int32_t>> by_seq;
+      std::map<int, int> seen;
       for (int t = 0; t < b.seq_len; ++t) {
         if (sid[t] == 0) continue;
         // Positions restart at 0 with each sequence, whose first token is its [CLS].
-        EXPECT_EQ(pos[t], static_cast<int>(by_seq[sid[t]].size()));
-        if (pos[t] == 0)
+        EXPECT_EQ(pos[t], seen[sid[t]]++);
+        if (pos[t] == 0) {
           EXPECT_NE(std::find(b.cls_positions.begin(), b.cls_positions.end(), r * b.seq_len + t), b.cls_positions.end());
-        by_seq[sid[t]].push_back(b.input_ids[r * b.seq_len + t]);
+        }
       }
-      for (auto& [k, tokens] : by_seq) packed.insert({-1, tokens});
     }
+    add_sequences(b, packed);
     // Real predictions point inside a sequence.
-    for (int m = 0; m < b.predictions(); ++m)
-      if (b.mlm_weights[m] > 0) EXPECT_GT(b.seq_id[b.mlm_positions[m]], 0);
+    for (int m = 0; m < b.predictions(); ++m) {
+      if (b.mlm_weights[m] > 0) {
+        EXPECT_GT(b.seq_id[b.mlm_positions[m]], 0);
+      }
+    }
   }
   EXPECT_EQ(packed, plain);
   EXPECT_LT(rows, 13);  // packing actually combined sequences
