@@ -580,6 +580,26 @@ TEST(CrossEntropy, LabelOutsideVocabularyIsAnError) {
   EXPECT_THROW(cpu::cross_entropy_forward<float>(&loss, logits.data(), labels.data(), 1, 6), InternalError);
 }
 
+TEST(Argmax, MatchesAScanOnLongRowsWithTies) {
+  // Rows longer than the search block, the maximum repeated at random places, including across
+  // block boundaries; the oracle is a plain strict-greater scan.
+  std::mt19937_64 rng(21);
+  const int M = 40, V = 1000;
+  std::vector<float> logits = to_float(random_vec(M * V, rng));
+  std::uniform_int_distribution<int> pick(0, V - 1);
+  for (int i = 0; i < M; ++i)
+    for (int copies = i % 4; copies > 0; --copies) logits[i * V + pick(rng)] = 5.0f;
+  logits[3 * V + 255] = logits[3 * V + 256] = 9.0f;
+  std::vector<int32_t> out(M);
+  cpu::argmax_rows<float>(out.data(), logits.data(), M, V);
+  for (int i = 0; i < M; ++i) {
+    int best = 0;
+    for (int j = 1; j < V; ++j)
+      if (logits[i * V + j] > logits[i * V + best]) best = j;
+    EXPECT_EQ(out[i], best) << "row " << i;
+  }
+}
+
 TEST(Argmax, FirstMaximumWins) {
   const std::vector<float> logits = {1, 3, 3, 2,  //
                                      -5, -5, -5, -5,  //

@@ -1,6 +1,7 @@
 // CPU softmax cross-entropy and row argmax for the masked-LM and NSP heads (cpu_ops.h).
 // Rows are long (the 30522-word vocabulary), so each row is one task and the softmax is recomputed
 // in the backward rather than stored.
+#include <algorithm>
 #include <cmath>
 
 #include "backends/cpu/cpu_math.h"
@@ -61,11 +62,24 @@ void argmax_rows(int32_t* out, const T* logits, int M, int V) {
 #pragma omp parallel for schedule(static) if (static_cast<size_t>(M) * V > kParallelMin)
   for (int i = 0; i < M; ++i) {
     const T* x = logits + static_cast<size_t>(i) * V;
-    int32_t best = 0;
-    for (int j = 1; j < V; ++j) {
-      if (x[j] > x[best]) best = j;  // strict: the first maximum wins
+    // The maximum in one vectorised pass, then the first element equal to it, found a block at a
+    // time (a scan with an early exit does not vectorise). A row whose first element is NaN has
+    // no match and reports 0, as a strict-greater scan would.
+    const T m = max_of(x, V);
+    int32_t first = 0;
+    constexpr int kBlock = 256;
+    for (int j0 = 0; j0 < V; j0 += kBlock) {
+      const int j1 = std::min(V, j0 + kBlock);
+      int hit = 0;
+#pragma omp simd reduction(| : hit)
+      for (int j = j0; j < j1; ++j) hit |= x[j] == m;
+      if (hit) {
+        first = j0;
+        while (x[first] != m) ++first;
+        break;
+      }
     }
-    out[i] = best;
+    out[i] = first;
   }
 }
 
