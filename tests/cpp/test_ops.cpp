@@ -441,6 +441,18 @@ TEST(Dropout, GradientsMatchFiniteDifferencesAndZeroProbabilityIsAnAdd) {
   }
 }
 
+TEST(Dropout, ProbabilityOutsideZeroToOneIsAnError) {
+  std::vector<float> x(8, 1.0f), out(8);
+  const Ids seq(4, 1);
+  for (float p : {1.0f, -0.1f, 1.5f}) {
+    EXPECT_THROW(cpu::dropout_residual_forward<float>(out.data(), x.data(), nullptr, 8, p, kKey), InternalError);
+    EXPECT_THROW(cpu::dropout_residual_backward<float>(out.data(), nullptr, x.data(), 8, p, kKey), InternalError);
+    EXPECT_THROW(cpu::attention_forward<float>(out.data(), x.data(), x.data(), x.data(), x.data(), seq.data(), 1,
+                                               2, 1, 2, p, kKey),
+                 InternalError);
+  }
+}
+
 // ---- attention ---------------------------------------------------------------------------------------
 
 struct AttentionCase {

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "core/errors.h"
 #include "core/philox.h"
 
 namespace bertperf::cpu {
@@ -90,9 +91,10 @@ inline T max_of(const T* x, int n) {
 
 // ---- dropout ---------------------------------------------------------------------------------------
 
-// Inverted-dropout scale of kept elements, 1/(1-p).
+// Inverted-dropout scale of kept elements, 1/(1-p). Also where every dropout op checks p.
 template <typename T>
 inline T dropout_scale(float drop_prob) {
+  BERT_CHECK(drop_prob >= 0.0f && drop_prob < 1.0f, "dropout probability ", drop_prob, " is outside [0, 1)");
   return T(1) / (T(1) - T(drop_prob));
 }
 

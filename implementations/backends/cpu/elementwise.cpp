@@ -51,12 +51,12 @@ void tanh_backward(T* dinp, const T* out, const T* dout, size_t n) {
 
 template <typename T>
 void dropout_residual_forward(T* out, const T* inp, const T* residual, size_t n, float drop_prob, RngKey key) {
-  if (drop_prob <= 0.0f) {
+  const T scale = dropout_scale<T>(drop_prob);
+  if (drop_prob == 0.0f) {
 #pragma omp parallel for simd schedule(static) if (n > kParallelMin)
     for (size_t i = 0; i < n; ++i) out[i] = inp[i] + (residual ? residual[i] : T(0));
     return;
   }
-  const T scale = dropout_scale<T>(drop_prob);
   const size_t chunks = (n + kDropoutChunk - 1) / kDropoutChunk;
 #pragma omp parallel for schedule(static) if (n > kParallelMin)
   for (size_t ch = 0; ch < chunks; ++ch) {
@@ -75,17 +75,17 @@ void dropout_residual_forward(T* out, const T* inp, const T* residual, size_t n,
 
 template <typename T>
 void dropout_residual_backward(T* dinp, T* dresidual, const T* dout, size_t n, float drop_prob, RngKey key) {
+  const T scale = dropout_scale<T>(drop_prob);
   if (dresidual) {
 #pragma omp parallel for simd schedule(static) if (n > kParallelMin)
     for (size_t i = 0; i < n; ++i) dresidual[i] += dout[i];
   }
   if (!dinp) return;
-  if (drop_prob <= 0.0f) {
+  if (drop_prob == 0.0f) {
 #pragma omp parallel for simd schedule(static) if (n > kParallelMin)
     for (size_t i = 0; i < n; ++i) dinp[i] += dout[i];
     return;
   }
-  const T scale = dropout_scale<T>(drop_prob);
   const size_t chunks = (n + kDropoutChunk - 1) / kDropoutChunk;
 #pragma omp parallel for schedule(static) if (n > kParallelMin)
   for (size_t ch = 0; ch < chunks; ++ch) {
