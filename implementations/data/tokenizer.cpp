@@ -402,29 +402,16 @@ FullTokenizer::FullTokenizer(Vocab vocab, TokenizerOptions options)
     initial.emplace_back(t, static_cast<int32_t>(id));
     if (t.size() > 2 && t.substr(0, 2) == "##") continuation.emplace_back(t.substr(2), static_cast<int32_t>(id));
   }
-  index_ = new Index;
+  index_ = std::make_unique<Index>();
   index_->initial.build(initial);
   index_->continuation.build(continuation);
   tables();  // build the Unicode lookups now, not inside the first timed call
 }
 
-FullTokenizer::~FullTokenizer() { delete index_; }
-FullTokenizer::FullTokenizer(FullTokenizer&& other) noexcept
-    : vocab_(std::move(other.vocab_)), options_(std::move(other.options_)), unk_id_(other.unk_id_),
-      index_(other.index_) {
-  other.index_ = nullptr;
-}
-FullTokenizer& FullTokenizer::operator=(FullTokenizer&& other) noexcept {
-  if (this != &other) {
-    delete index_;
-    vocab_ = std::move(other.vocab_);
-    options_ = std::move(other.options_);
-    unk_id_ = other.unk_id_;
-    index_ = other.index_;
-    other.index_ = nullptr;
-  }
-  return *this;
-}
+// Out of line, where Index is complete.
+FullTokenizer::~FullTokenizer() = default;
+FullTokenizer::FullTokenizer(FullTokenizer&&) noexcept = default;
+FullTokenizer& FullTokenizer::operator=(FullTokenizer&&) noexcept = default;
 
 int32_t Vocab::find(std::string_view token) const {
   // Used outside the hot path only (special tokens, tests); the tokenizer has its own index.

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -73,7 +74,7 @@ class FullTokenizer {
   Vocab vocab_;
   TokenizerOptions options_;
   int32_t unk_id_ = -1;
-  Index* index_ = nullptr;
+  std::unique_ptr<Index> index_;
 };
 
 // Decodes UTF-8 as Python's decode("utf-8", "ignore"): every byte that does not belong to a
