@@ -66,8 +66,10 @@ int cmd_data(const Args& args) {
   if (inputs.empty()) throw_input("command line", "no input files (see bertperf data --help)");
 
   if (opts.flag("checksum")) {
-    for (const auto& path : inputs)
-      std::cout << std::filesystem::path(path).filename().string() << "\t" << hdf5_md5(path) << std::endl;
+    for (const auto& path : inputs) {
+      const std::string digest = hdf5_md5(path);  // first, so a bad file prints no half line
+      std::cout << std::filesystem::path(path).filename().string() << "\t" << digest << std::endl;
+    }
     return 0;
   }
 
