@@ -277,6 +277,16 @@ int cmd_run(const Args& args) {
   if (!config.division.empty()) described["division"] = config.division;
   write_atomically(root / "systems" / (config.system + ".json"), described.dump(4) + "\n");
 
+  // Temporary logs of runs killed outright (SIGKILL, power loss) would fail the repository checker
+  // (names starting with '.'); no run of this set is in progress yet, so they are stale.
+  for (const auto& entry : fs::directory_iterator(result_dir)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(".result_", 0) == 0 && name.find(".tmp.") != std::string::npos) {
+      std::cerr << "bertperf run: removing stale temporary log " << entry.path().string() << "\n";
+      fs::remove(entry.path());
+    }
+  }
+
   struct sigaction sa {};
   sa.sa_handler = forward_signal;
   sigemptyset(&sa.sa_mask);

@@ -162,6 +162,11 @@ def test_real_run_reaches_target_and_passes(tmp_path):
     assert all(line.startswith(":::MLLOG {") for line in lines)  # the progress line stays on stderr
     assert "[bertperf] samples" in proc.stderr
     assert '"status": "success"' in lines[-1]
+    # The RCP checker finds these records by substring: no other line may contain the words.
+    for line in lines:
+        key = json.loads(line.split(":::MLLOG ", 1)[1])["key"]
+        for word in ["eval_accuracy", "global_batch_size", "train_samples", "submission_benchmark"]:
+            assert word not in line or key == word, line
     for ruleset in RULESETS:
         passed, messages, output = official_check(log, ruleset, tmp_path)
         assert passed and not messages, output
@@ -256,10 +261,13 @@ def test_run_refuses_to_overwrite_and_resumes(tmp_path):
     first = (root / "results/cpu_2c/bert/result_0.txt").read_text()
     again = subprocess.run(args, capture_output=True, text=True, timeout=300)
     assert again.returncode == 2 and "exists already" in again.stderr
+    stale = root / "results/cpu_2c/bert/.result_1.txt.tmp.99999999"  # left by a killed run
+    stale.write_text(":::MLLOG partial")
     resumed = subprocess.run(args + ["--resume"], capture_output=True, text=True, timeout=300)
     assert resumed.returncode == 0, resumed.stderr
     assert (root / "results/cpu_2c/bert/result_0.txt").read_text() == first
     assert (root / "results/cpu_2c/bert/result_1.txt").exists()
+    assert not stale.exists()
 
 
 @needs_bertperf
