@@ -18,6 +18,10 @@
 //     "eval": { "batch_size": int, "interval_samples": int (optional) },
 //     "max_samples": int (optional) }
 // Paths are relative to the config's directory; "${VAR}" in a path is taken from the environment.
+// benchmark.json: { "name", "submission_benchmark", "division" (optional, only "open"),
+//   "description"/"notes" (optional), "target_accuracy", "eval_samples", "runs",
+//   "eval_interval": {"scale", "per_global_batch_sample", "offset", "round_down_to"},
+//   "max_samples" (optional) }
 #pragma once
 
 #include <cstdint>
