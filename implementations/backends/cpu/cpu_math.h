@@ -21,6 +21,16 @@ namespace bertperf::cpu {
 // glibc's expf/tanhf are scalar calls; GELU, softmax and cross-entropy evaluate hundreds of millions
 // of them per step, so fp32 uses these loop-vectorisable versions instead.
 
+// a * b + c, fused where the target has FMA. Without it std::fma is a libm call per element that
+// also stops vectorisation, so portable (non -march=native) builds take the two-rounding form.
+inline float fmadd(float a, float b, float c) {
+#if defined(__FMA__)
+  return std::fma(a, b, c);
+#else
+  return a * b + c;
+#endif
+}
+
 // exp(x) = 2^n e^r with r in [-ln2/2, ln2/2]; degree-7 Taylor polynomial for e^r (truncation 5e-9
 // relative), so the result is within a few ulp of the exact value. Below -87 the true value is
 // subnormal or zero; we return 0 (scale 0), which is what softmax over masked scores wants.
@@ -34,16 +44,16 @@ inline float exp_approx(float x) {
   constexpr float kRound = 12582912.0f;
   const float n = (x * 1.44269504088896341f + kRound) - kRound;
   // ln 2 split in two (Cody-Waite) so n * ln2_hi is exact.
-  float r = std::fma(n, -0.693359375f, x);
-  r = std::fma(n, 2.12194440e-4f, r);
+  float r = fmadd(n, -0.693359375f, x);
+  r = fmadd(n, 2.12194440e-4f, r);
   float p = 1.0f / 5040.0f;
-  p = std::fma(p, r, 1.0f / 720.0f);
-  p = std::fma(p, r, 1.0f / 120.0f);
-  p = std::fma(p, r, 1.0f / 24.0f);
-  p = std::fma(p, r, 1.0f / 6.0f);
-  p = std::fma(p, r, 0.5f);
-  p = std::fma(p, r, 1.0f);
-  p = std::fma(p, r, 1.0f);
+  p = fmadd(p, r, 1.0f / 720.0f);
+  p = fmadd(p, r, 1.0f / 120.0f);
+  p = fmadd(p, r, 1.0f / 24.0f);
+  p = fmadd(p, r, 1.0f / 6.0f);
+  p = fmadd(p, r, 0.5f);
+  p = fmadd(p, r, 1.0f);
+  p = fmadd(p, r, 1.0f);
   const float scale = std::bit_cast<float>((static_cast<int32_t>(n) + 127) << 23);
   return p * scale * keep;
 }
@@ -56,9 +66,9 @@ inline float tanh_approx(float x) {
   const float big = (1.0f - e) / (1.0f + e);
   const float x2 = ax * ax;
   float small = -17.0f / 315.0f;
-  small = std::fma(small, x2, 2.0f / 15.0f);
-  small = std::fma(small, x2, -1.0f / 3.0f);
-  small = std::fma(small * x2, ax, ax);
+  small = fmadd(small, x2, 2.0f / 15.0f);
+  small = fmadd(small, x2, -1.0f / 3.0f);
+  small = fmadd(small * x2, ax, ax);
   return std::copysign(ax < 0.125f ? small : big, x);
 }
 
