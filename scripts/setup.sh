@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs everything bertperf needs on a fresh Debian 12 machine, idempotently:
 #   - Debian packages: compilers and CMake, OpenBLAS, HDF5, nlohmann-json, Open MPI, GoogleTest,
-#     Google Benchmark, and the English text packages the mini corpus is made from;
+#     Google Benchmark, and the English text packages the corpus is made from;
+#   - data/corpus and data/vocab: the real text corpus and the BERT vocabulary
+#     (scripts/prepare_corpus.py), once;
 #   - .venv: the pinned Python packages of requirements.txt plus the compliance package (editable);
 #   - with --reference, also .venv-ref: the pinned reference tools of requirements-reference.txt
 #     (PyTorch, transformers, tensorflow-cpu), used only to regenerate golden files and to run the
@@ -16,7 +18,7 @@ DEBIAN_PACKAGES=(
   libopenmpi-dev openmpi-bin
   libgtest-dev libbenchmark-dev
   python3 python3-venv
-  dict-gcide dict-jargon fortunes-min
+  dict-gcide dict-wn dict-foldoc dict-jargon dict-devil fortunes fortunes-min
 )
 
 missing=()
@@ -44,6 +46,9 @@ make_venv() {  # make_venv DIR REQUIREMENTS
 }
 
 make_venv .venv requirements.txt
+if [ ! -f data/vocab/vocab.txt ] || [ ! -f data/corpus/MANIFEST.json ]; then
+  .venv/bin/python scripts/prepare_corpus.py --out data/corpus
+fi
 if [ "${1:-}" = "--reference" ]; then
   make_venv .venv-ref requirements-reference.txt
 fi
