@@ -1,5 +1,5 @@
 """Where the Python tests find the C++ programs they drive: $BERTPERF_BUILD_DIR if set, else the
-most recently built build*/bin of the repository."""
+project's build/ (what scripts/build.sh makes), else the most recently built build*/ directory."""
 import os
 from pathlib import Path
 
@@ -7,10 +7,13 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def find_binary(name):
-    """Path of build*/bin/<name> (newest first), or None when it has not been built."""
+    """Path of <build dir>/bin/<name>, or None when it has not been built."""
     build_dir = os.environ.get("BERTPERF_BUILD_DIR")
-    candidates = [Path(build_dir) / "bin" / name] if build_dir else sorted(
-        REPO.glob("build*/bin/" + name), key=lambda p: p.stat().st_mtime, reverse=True)
+    if build_dir:
+        candidates = [Path(build_dir) / "bin" / name]
+    else:
+        others = sorted(REPO.glob("build*/bin/" + name), key=lambda p: p.stat().st_mtime, reverse=True)
+        candidates = [REPO / "build" / "bin" / name] + others
     for path in candidates:
         if path.is_file() and os.access(path, os.X_OK):
             return path
