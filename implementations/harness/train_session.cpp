@@ -73,8 +73,14 @@ struct TrainSession::Impl {
     train_options.max_predictions = c.max_predictions;
     train_options.vocab_size = c.model.vocab_size;
     train_options.pack = c.packed;
-    train_reader = std::make_unique<PretrainingReader>(train_options);
     model = std::make_unique<BertModel>(c.model, model_shape(c, train_options));
+  }
+
+  // The MLPerf clock must start before any data is touched, so the reader opens its shards on the
+  // first training step, after the harness has logged run_start.
+  PretrainingReader& reader() {
+    if (!train_reader) train_reader = std::make_unique<PretrainingReader>(train_options);
+    return *train_reader;
   }
 
   // Global index of a micro-batch: the same micro-batch gets the same dropout masks whether it
@@ -89,7 +95,7 @@ struct TrainSession::Impl {
     double local[2] = {0, 0};  // sequences, summed loss
     bool finite = true;
     for (int micro = 0; micro < config.grad_accum_steps; ++micro) {
-      if (!train_reader->next(batch)) throw_input(config.source, "training data ran out (no batches)");
+      if (!reader().next(batch)) throw_input(config.source, "training data ran out (no batches)");
       const BertOutputs out = model->forward(params, batch, true, seed, micro_batch_index(micro));
       local[0] += batch.sequences();
       local[1] += out.total_loss;
