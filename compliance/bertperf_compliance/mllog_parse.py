@@ -96,7 +96,7 @@ Source = Union[str, bytes, "os.PathLike[str]"]
 
 def _describe_json_error(exc: json.JSONDecodeError) -> str:
     # Column is counted inside the JSON text, which is what a reader wants.
-    return f"invalid JSON: {exc.msg} at column {exc.colno}"
+    return f"invalid JSON: {exc.msg} (column {exc.colno})"
 
 
 def _parse_mllog_text(stripped: str, line_no: int, index: int) -> Union[Record, ParseError]:

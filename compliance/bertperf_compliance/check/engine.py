@@ -209,14 +209,15 @@ class _Run:
                 for check in rule.checks:
                     try:
                         ok = check.test(v, md, rec, s)
-                        problem = None if ok else f"{check.text} (value {_short(v)}, metadata {_short(md)})"
+                        problem = None if ok else check.text
                     except Exception as exc:  # as the official checker: a raising check fails
                         problem = (f"{check.text}, but checking it failed with "
-                                   f"{type(exc).__name__}: {exc} (value {_short(v)}, metadata {_short(md)})")
+                                   f"{type(exc).__name__}: {exc}")
                     if problem:
                         fix = check.fix
                         if check.rule_id == "init-budget" and s.get("compile_time_mins") == 0:
-                            problem += "; submission_division had not been logged before this line, so the budget was 0"
+                            problem += ("; submission_division had not been logged before this line, "
+                                        "so the budget was 0")
                         elif check.rule_id == "init-budget":
                             took = (rec.time_ms - s["first_init_start"]) / 60000.0
                             problem += f"; initialisation took {took:.2f} min, budget {s['compile_time_mins']} min"

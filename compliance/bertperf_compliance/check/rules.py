@@ -227,8 +227,8 @@ def _common(version: str) -> RuleFile:
                   lambda v, md, ll, s: not s["run_started"],
                   "log init_stop before run_start"),
             Check("init-budget",
-                  "init_stop must come less than 30 min (closed) or 240 min (open) after the first "
-                  "init_start; the budget is 0 until submission_division has been logged",
+                  "init_stop must come less than the init budget (30 min closed, 240 min open, "
+                  "set by submission_division) after the first init_start",
                   lambda v, md, ll, s: ll.time_ms - s["first_init_start"]
                   < (s["compile_time_mins"] * 60 * 1e3),
                   "log submission_division before init_stop, and keep untimed initialisation "
