@@ -126,3 +126,23 @@ def test_fuzz_cli_exit_status(tmp_path):
         assert status in (0, 1)
         doc = json.loads(out.getvalue())
         assert doc["passed"] is (status == 0)
+
+
+def test_fuzz_parser_agrees_with_official_parser(tmp_path):
+    parser = pytest.importorskip("mlperf_logging.compliance_checker.mlp_parser")
+    from bertperf_compliance.mllog_parse import parse_file
+    for n, (kind, data) in enumerate(_cases()):
+        path = tmp_path / f"p_{n}.txt"
+        path.write_bytes(data)
+        ours = parse_file(path)
+        try:
+            lines, errors = parser.parse_file(str(path), ruleset="5.0.0")
+        except Exception:
+            assert ours.official_crash is not None, n
+            continue
+        assert ours.official_crash is None, n
+        assert [(r.key, r.time_ms, r.index) for r in ours.records] == \
+            [(l.key, l.timestamp, l.lineno) for l in lines], n
+        assert [r.value for r in ours.records] == [l.value["value"] for l in lines] or \
+            any(r.value != r.value for r in ours.records), n    # NaN values never compare equal
+        assert [e.text for e in ours.errors] == [line for line, _ in errors], n
