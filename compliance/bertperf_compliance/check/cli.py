@@ -52,6 +52,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="log file, result directory, submission tree, or folder of trees")
     p.add_argument("--ruleset", default=DEFAULT_RULESET,
                    help=f"MLPerf Training ruleset: {', '.join(rules.RULESETS)} (default {DEFAULT_RULESET})")
+    p.add_argument("--usage", default="training", choices=["training"],
+                   help="accepted for command-line compatibility with the official checker")
     p.add_argument("--json", action="store_true", help="print one JSON document for machines")
     p.add_argument("--werror", action="store_true", help="treat warnings (tolerated duplicates) as errors")
     p.add_argument("--quiet", action="store_true", help="print only failures and the summary")
