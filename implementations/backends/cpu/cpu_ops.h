@@ -81,6 +81,16 @@ void argmax_rows(int32_t* out, const T* logits, int M, int V);
 
 // ---- building blocks, exposed for the tests and the microbenchmarks ---------------------------
 
+// Time and FLOPs of the gemm() calls made outside parallel regions (the dense layers; attention's
+// per-head GEMMs run inside its own parallel loop and count as attention). Off by default; the
+// step benchmark switches it on to report the GEMM share of a step.
+struct GemmProfile {
+  bool enabled = false;
+  double seconds = 0;
+  double flops = 0;
+};
+GemmProfile& gemm_profile();
+
 // C = alpha * op(A) . op(B) + beta * C, row-major, through cblas_sgemm / cblas_dgemm. Called outside
 // a parallel region it splits C over the OpenMP threads; inside one it runs on the calling thread.
 // Either way each element of C is the same BLAS dot product, so results are thread-count independent.

@@ -1,4 +1,5 @@
 // CPU linear layer and the GEMM wrapper under every product of the backend (cpu_ops.h).
+#include <chrono>
 #include <cblas.h>
 
 #include <algorithm>
@@ -32,9 +33,32 @@ constexpr double kSplitFlops = 4e6;
 // spinning after a GEMM while OpenMP threads run the next elementwise loop, and the reverse) cost
 // more than the duplicated packing of the shared operand. Inside a parallel region (attention's
 // per-head products) the call goes straight to BLAS; the caller keeps BLAS single-threaded there.
+GemmProfile& gemm_profile() {
+  static GemmProfile profile;
+  return profile;
+}
+
+template <typename T>
+void gemm_unprofiled(bool trans_a, bool trans_b, int M, int N, int K, T alpha, const T* A, int lda, const T* B,
+                     int ldb, T beta, T* C, int ldc);
+
 template <typename T>
 void gemm(bool trans_a, bool trans_b, int M, int N, int K, T alpha, const T* A, int lda, const T* B, int ldb,
           T beta, T* C, int ldc) {
+  GemmProfile& profile = gemm_profile();
+  if (!profile.enabled || omp_in_parallel()) {
+    gemm_unprofiled(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    return;
+  }
+  const auto start = std::chrono::steady_clock::now();
+  gemm_unprofiled(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  profile.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  profile.flops += 2.0 * M * N * K;
+}
+
+template <typename T>
+void gemm_unprofiled(bool trans_a, bool trans_b, int M, int N, int K, T alpha, const T* A, int lda, const T* B,
+                     int ldb, T beta, T* C, int ldc) {
   if (M <= 0 || N <= 0) return;
   if (omp_in_parallel()) {
     blas_gemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
