@@ -583,7 +583,11 @@ std::string File::attr_string(const std::string& key, const std::string& name) c
   return out;
 }
 
-int64_t File::attr_int(const std::string& key, const std::string& name) const {
+// One scalar numeric attribute: `accepts` decides which stored types may be read as `memory_type`
+// (described as `what` in the error).
+template <typename T>
+T File::attr_scalar(const std::string& key, const std::string& name, bool (*accepts)(hid_t), hid_t memory_type,
+                    const char* what) const {
   Lock lock;
   const std::string k = normalize(key);
   if (!has_attr(k, name)) fail(k, cat("has no attribute '", name, "'"));
@@ -592,31 +596,26 @@ int64_t File::attr_int(const std::string& key, const std::string& name) const {
   Id type(H5Aget_type(attr.get()), H5Tclose);
   Id space(H5Aget_space(attr.get()), H5Sclose);
   if (!attr.ok() || !type.ok() || !space.ok()) fail(k, cat("attribute '", name, "' cannot be read", take_hdf5_error()));
-  if (H5Tget_class(type.get()) != H5T_INTEGER || H5Sget_simple_extent_npoints(space.get()) != 1 ||
-      classify(type.get()) == DType::u64)
-    fail(k, cat("attribute '", name, "' is not a single integer"));
-  int64_t value = 0;
-  if (H5Aread(attr.get(), H5T_NATIVE_INT64, &value) < 0)
+  if (!accepts(type.get()) || H5Sget_simple_extent_npoints(space.get()) != 1)
+    fail(k, cat("attribute '", name, "' is not ", what));
+  T value{};
+  if (H5Aread(attr.get(), memory_type, &value) < 0)
     fail(k, cat("attribute '", name, "' cannot be read", take_hdf5_error()));
   return value;
 }
 
+int64_t File::attr_int(const std::string& key, const std::string& name) const {
+  return attr_scalar<int64_t>(
+      key, name,
+      [](hid_t type) { return H5Tget_class(type) == H5T_INTEGER && classify(type) != DType::u64; },
+      H5T_NATIVE_INT64, "a single integer");
+}
+
 double File::attr_double(const std::string& key, const std::string& name) const {
-  Lock lock;
-  const std::string k = normalize(key);
-  if (!has_attr(k, name)) fail(k, cat("has no attribute '", name, "'"));
-  Id obj(open_object(k), H5Oclose);
-  Id attr(H5Aopen(obj.get(), name.c_str(), H5P_DEFAULT), H5Aclose);
-  Id type(H5Aget_type(attr.get()), H5Tclose);
-  Id space(H5Aget_space(attr.get()), H5Sclose);
-  if (!attr.ok() || !type.ok() || !space.ok()) fail(k, cat("attribute '", name, "' cannot be read", take_hdf5_error()));
-  const H5T_class_t cls = H5Tget_class(type.get());
-  if ((cls != H5T_FLOAT && cls != H5T_INTEGER) || H5Sget_simple_extent_npoints(space.get()) != 1)
-    fail(k, cat("attribute '", name, "' is not a single number"));
-  double value = 0;
-  if (H5Aread(attr.get(), H5T_NATIVE_DOUBLE, &value) < 0)
-    fail(k, cat("attribute '", name, "' cannot be read", take_hdf5_error()));
-  return value;
+  return attr_scalar<double>(
+      key, name,
+      [](hid_t type) { return H5Tget_class(type) == H5T_FLOAT || H5Tget_class(type) == H5T_INTEGER; },
+      H5T_NATIVE_DOUBLE, "a single number");
 }
 
 // ---- the element types we support --------------------------------------------------------------

@@ -129,6 +129,9 @@ class File {
   int64_t open_dataset(const std::string& key) const;  // an hid_t the caller must close
   int64_t open_object(const std::string& key) const;
   [[noreturn]] void fail(const std::string& key, const std::string& what) const;
+  template <typename T>
+  T attr_scalar(const std::string& key, const std::string& name, bool (*accepts)(int64_t), int64_t memory_type,
+                const char* what) const;
 
   int64_t id_ = -1;         // hid_t
   std::string path_;        // the path the user named
