@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# The mini benchmark end to end, from a fresh machine: set up, build, prepare the corpus and the
+# mini data set, run the result set (the benchmark's run count, or --runs N), check every log with
+# bertperf-check and with the official mlperf-logging checker, and print the report with plots.
+# Usage: scripts/mini.sh [--runs N] [--out DIR]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+runs=""
+out="results/mini_cpu_2c"
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --runs) runs="--runs $2"; shift 2 ;;
+    --out) out="$2"; shift 2 ;;
+    *) echo "usage: scripts/mini.sh [--runs N] [--out DIR]" >&2; exit 2 ;;
+  esac
+done
+
+step() { echo; echo "== $*"; }
+
+step "setup (Debian packages, Python environment, corpus and vocabulary)"
+scripts/setup.sh
+step "build"
+scripts/build.sh
+bertperf=build/bin/bertperf
+
+# The mini data set: training shards from five corpus sources, and an eval set of 1,000 sequences
+# picked from a sixth, held-out source (The Devil's Dictionary), all at sequence length 128 with
+# 20 predictions, as the reference does at 128.
+if [ ! -f data/mini/eval_1000.hdf5 ]; then
+  step "mini data set"
+  rm -rf data/mini.tmp && mkdir -p data/mini.tmp
+  "$bertperf" data --vocab data/vocab/vocab.txt --out data/mini.tmp/train --max-seq-length 128 \
+    --max-predictions 20 --dupe-factor 1 --threads "$(nproc)" \
+    data/corpus/gcide.txt data/corpus/wn.txt data/corpus/foldoc.txt data/corpus/jargon.txt data/corpus/fortunes.txt
+  "$bertperf" data --vocab data/vocab/vocab.txt --out data/mini.tmp --max-seq-length 128 \
+    --max-predictions 20 --dupe-factor 5 --eval-samples 1000 data/corpus/devil.txt
+  rm -rf data/mini && mv data/mini.tmp data/mini
+fi
+
+step "result set: $out"
+# shellcheck disable=SC2086
+"$bertperf" run --config benchmarks/bert/mini/cpu_2c.json --out "$out" $runs
+
+step "bertperf-check"
+.venv/bin/bertperf-check --ruleset 5.0.0 "$out"
+
+step "official checker (mlperf-logging, ruleset 5.0.0)"
+for log in "$out"/results/*/bert/result_*.txt; do
+  .venv/bin/python -m mlperf_logging.compliance_checker --usage training --ruleset 5.0.0 "$log" >/dev/null 2>&1 \
+    && echo "PASS $log" || { echo "FAIL $log"; .venv/bin/python -m mlperf_logging.compliance_checker \
+      --usage training --ruleset 5.0.0 "$log" | tail -5; }
+done
+
+step "report"
+.venv/bin/bertperf-report "$out" --plots "$out/plots"
+echo
+echo "plots: $out/plots/"
