@@ -160,7 +160,7 @@ size_t BertModel::arena_bytes() const { return arena_.capacity(); }
 
 namespace {
 
-void check_batch(const Batch& b, const BatchShape& max, const BertConfig& c) {
+void check_batch(const Batch& b, const BatchShape& max) {
   BERT_CHECK(b.rows > 0 && b.rows <= max.rows && b.seq_len == max.seq_len, "batch of ", b.rows, "x", b.seq_len,
              " does not fit the model's ", max.rows, "x", max.seq_len);
   BERT_CHECK(b.predictions() <= max.predictions && b.sequences() <= max.sequences && b.sequences() > 0,
@@ -171,14 +171,13 @@ void check_batch(const Batch& b, const BatchShape& max, const BertConfig& c) {
                  b.seq_id.size() == n && b.mlm_labels.size() == b.mlm_positions.size() &&
                  b.mlm_weights.size() == b.mlm_positions.size() && b.nsp_labels.size() == b.cls_positions.size(),
              "batch arrays have inconsistent sizes");
-  (void)c;
 }
 
 }  // namespace
 
 BertOutputs BertModel::forward(const FlatTensors& params, const Batch& batch, bool training, uint64_t dropout_seed,
                                uint32_t step) {
-  check_batch(batch, max_shape_, config_);
+  check_batch(batch, max_shape_);
   training_ = training;
   dropout_seed_ = dropout_seed;
   step_ = step;
