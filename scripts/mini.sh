@@ -58,7 +58,8 @@ for log in "$out"/results/*/bert/result_*.txt; do
 done
 
 step "report"
-.venv/bin/bertperf-report "$out" --plots "$out/plots" || status=1
+target=$(.venv/bin/python -c 'import json; print(json.load(open("benchmarks/bert/mini/benchmark.json"))["target_accuracy"])')
+.venv/bin/bertperf-report "$out" --target "$target" --plots "$out/plots" || status=1
 echo
 echo "plots: $out/plots/"
 exit $status
