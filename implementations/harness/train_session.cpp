@@ -92,18 +92,19 @@ struct TrainSession::Impl {
 
   void optimizer_step() {
     accumulator.reset();
-    double local[2] = {0, 0};  // sequences, summed loss
-    bool finite = true;
+    // Summed over ranks in one all-reduce: sequences, loss, micro-batches with a non-finite loss
+    // or gradient.
+    double status[3] = {0, 0, 0};
     for (int micro = 0; micro < config.grad_accum_steps; ++micro) {
       if (!reader().next(batch)) throw_input(config.source, "training data ran out (no batches)");
       const BertOutputs out = model->forward(params, batch, true, seed, micro_batch_index(micro));
-      local[0] += batch.sequences();
-      local[1] += out.total_loss;
+      status[0] += batch.sequences();
+      status[1] += out.total_loss;
       grads.zero();
       model->backward(params, grads, batch);
-      finite = finite && std::isfinite(out.total_loss) && std::isfinite(accumulator.add(grads));
+      const bool finite = std::isfinite(out.total_loss) && std::isfinite(accumulator.add(grads));
+      status[2] += finite ? 0.0 : 1.0;
     }
-    double status[3] = {local[0], local[1], finite ? 0.0 : 1.0};
     comm.allreduce_sum(status, 3);
     progress.last_loss = status[1] / (double(config.grad_accum_steps) * comm.size());
     if (status[2] > 0) {
