@@ -23,10 +23,15 @@ Single process; the global batch is local_batch_size * grad_accum_steps * ranks,
 batch here (the reference single-device rule: gradient of the whole-batch loss, then clip).
 
 Output: JSON lines on stdout ({"event": "train", ...} every --log-every steps, {"event": "eval", ...}
-at each eval point, and a final {"event": "stop", "status": "success"|"aborted", ...}).
+at each eval point, and a final {"event": "stop", "status": "success"|"aborted", ...}), each
+carrying its seed; progress per seed on stderr.
+
+With --out, the runs are written as an RCP reference file (samples to converge and time to train
+per seed) that `bertperf-check --rcp-reference FILE` judges a result set against.
 
 Run (reference venv from requirements-reference.txt; the data paths come from the config):
-  python scripts/pytorch_mini_recipe.py --config benchmarks/bert/mini/cpu_2c.json --seed 1
+  python scripts/pytorch_mini_recipe.py --config benchmarks/bert/mini/cpu_2c.json --seeds 1-10 \
+      --out benchmarks/bert/mini/reference_pytorch.json
   python scripts/pytorch_mini_recipe.py --config ... --max-steps 20 --threads 2   # smoke run
 """
 
@@ -175,21 +180,12 @@ def evaluate(model, data, batch):
     return correct / max(total, 1.0)
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--config", required=True, help="benchmarks/bert/<benchmark>/<system>.json")
-    ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (0: the config's, else PyTorch's)")
-    ap.add_argument("--max-steps", type=int, default=0, help="stop after this many steps (smoke runs)")
-    ap.add_argument("--log-every", type=int, default=10)
-    args = ap.parse_args()
-    c = load_config(args.config)
-    threads = args.threads or json.load(open(args.config))["batch"].get("threads", 0)
-    if threads:
-        torch.set_num_threads(threads)
-    torch.manual_seed(args.seed)
-    np.random.seed(args.seed)
-
+def run_seed(c, seed, log_every=10, max_steps=0):
+    """One run from random weights; returns its summary. The clock starts after the data is in
+    memory (data_load_s says how long that took): an MLPerf run's clock would include the reading,
+    so time_to_train_s flatters this implementation, never ours."""
+    torch.manual_seed(seed)
+    np.random.seed(seed)
     bc = dict(c["bert"])
     if bc.pop("hidden_act") != "gelu":
         sys.exit("hidden_act must be \"gelu\" (the reference's tanh GELU)")
@@ -202,18 +198,21 @@ def main():
                eps=c["lamb"]["epsilon"], weight_decay=c["lamb"]["weight_decay"],
                max_grad_norm=c["lamb"]["max_grad_norm"])
 
+    t_load = time.perf_counter()
     train = read_samples(c["train_files"], c["seq_len"], c["preds"])
     evald = read_samples([c["eval_file"]], c["seq_len"], c["preds"], limit=c["eval_samples"])
+    t0 = time.perf_counter()
     n_train, gbs = train["input_ids"].shape[0], c["gbs"]
-    gen = torch.Generator().manual_seed(args.seed)
+    gen = torch.Generator().manual_seed(seed)
     order, cursor = torch.randperm(n_train, generator=gen), 0
-    print(json.dumps({"event": "start", "train_samples": n_train, "eval_samples": evald["input_ids"].shape[0],
-                      "global_batch": gbs, "eval_interval": c["eval_interval"], "target": c["target"],
+    print(json.dumps({"event": "start", "seed": seed, "train_samples": n_train,
+                      "eval_samples": evald["input_ids"].shape[0], "global_batch": gbs,
+                      "eval_interval": c["eval_interval"], "target": c["target"],
                       "max_samples": c["max_samples"], "threads": torch.get_num_threads()}), flush=True)
 
-    step, samples, next_eval, t0 = 0, 0, c["eval_interval"], time.perf_counter()
-    status, acc = "aborted", None
-    while samples < c["max_samples"] and (not args.max_steps or step < args.max_steps):
+    step, samples, next_eval = 0, 0, c["eval_interval"]
+    status, acc, evals = "aborted", None, []
+    while samples < c["max_samples"] and (not max_steps or step < max_steps):
         if cursor + gbs > n_train:  # a new epoch: reshuffle, drop the partial batch
             order, cursor = torch.randperm(n_train, generator=gen), 0
         idx = order[cursor:cursor + gbs]
@@ -226,21 +225,73 @@ def main():
         opt.step(lr)
         step += 1
         samples += gbs
-        if step % args.log_every == 0:
-            print(json.dumps({"event": "train", "step": step, "samples": samples, "lr": lr,
+        if step % log_every == 0:
+            print(json.dumps({"event": "train", "seed": seed, "step": step, "samples": samples, "lr": lr,
                               "loss": round(loss.item(), 5), "mlm_loss": round(mlm.item(), 5),
                               "nsp_loss": round(nsp.item(), 5), "elapsed_s": round(time.perf_counter() - t0, 2)}),
                   flush=True)
         if samples >= next_eval:
             acc = evaluate(model, evald, c["eval_batch"])
-            print(json.dumps({"event": "eval", "step": step, "samples": samples, "mlm_accuracy": round(acc, 5),
-                              "elapsed_s": round(time.perf_counter() - t0, 2)}), flush=True)
+            evals.append([samples, round(acc, 5)])
+            print(json.dumps({"event": "eval", "seed": seed, "step": step, "samples": samples,
+                              "mlm_accuracy": round(acc, 5), "elapsed_s": round(time.perf_counter() - t0, 2)}),
+                  flush=True)
             next_eval += c["eval_interval"]
             if acc >= c["target"]:
                 status = "success"
                 break
-    print(json.dumps({"event": "stop", "status": status, "step": step, "samples": samples, "mlm_accuracy": acc,
-                      "elapsed_s": round(time.perf_counter() - t0, 2)}), flush=True)
+    elapsed = time.perf_counter() - t0
+    summary = {"seed": seed, "status": status, "samples_to_converge": samples if status == "success" else None,
+               "time_to_train_s": round(elapsed, 2), "data_load_s": round(t0 - t_load, 2), "steps": step, "mlm_accuracy": acc, "evals": evals}
+    print(json.dumps({"event": "stop", **summary}), flush=True)
+    return summary
+
+
+def parse_seeds(text):
+    """"1-10" or "1,4,7" -> a list of seeds."""
+    try:
+        if "-" in text:
+            lo, hi = (int(x) for x in text.split("-", 1))
+            return list(range(lo, hi + 1))
+        return [int(x) for x in text.split(",")]
+    except ValueError:
+        sys.exit(f"--seeds: expected N, N-M or N,M,..., got {text!r}")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--config", required=True, help="benchmarks/bert/<benchmark>/<system>.json")
+    ap.add_argument("--seeds", default="1", help="one seed, a range 1-10 or a list 1,4,7 (default 1)")
+    ap.add_argument("--out", help="write the runs as an RCP reference file (bertperf-check --rcp-reference)")
+    ap.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (0: the config's, else PyTorch's)")
+    ap.add_argument("--max-steps", type=int, default=0, help="stop after this many steps (smoke runs)")
+    ap.add_argument("--log-every", type=int, default=10)
+    args = ap.parse_args()
+    c = load_config(args.config)
+    threads = args.threads or json.load(open(args.config))["batch"].get("threads", 0)
+    if threads:
+        torch.set_num_threads(threads)
+    seeds = parse_seeds(args.seeds)
+    runs = []
+    for i, seed in enumerate(seeds):
+        print(f"pytorch reference: seed {seed} ({i + 1} of {len(seeds)})", file=sys.stderr, flush=True)
+        runs.append(run_seed(c, seed, args.log_every, args.max_steps))
+        r = runs[-1]
+        print(f"pytorch reference: seed {seed} {r['status']} at {r['steps'] * c['gbs']} samples, "
+              f"{r['time_to_train_s']:.1f} s", file=sys.stderr, flush=True)
+    if args.out:
+        doc = {"description": "samples to converge of the PyTorch implementation of this recipe "
+                              "(scripts/pytorch_mini_recipe.py), one run per seed",
+               "config": os.path.relpath(os.path.abspath(args.config), os.path.dirname(os.path.abspath(args.out))),
+               "date": time.strftime("%Y-%m-%d"), "torch": torch.__version__, "threads": torch.get_num_threads(),
+               "global_batch_size": c["gbs"], "target_accuracy": c["target"], "eval_interval": c["eval_interval"],
+               "max_samples": c["max_samples"], "hyperparams": c["lamb"], "runs": runs}
+        tmp = args.out + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(doc, f, indent=1)
+            f.write("\n")
+        os.replace(tmp, args.out)
+        print(f"pytorch reference: wrote {args.out}", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -34,6 +34,10 @@ constexpr const char* kUsage =
     "  --layout L             varlength (h5py vlen, what training reads) or fixed (varlength)\n"
     "  --eval-samples N       write only DIR/eval_<N>.hdf5: N evenly spaced instances of all\n"
     "                         inputs, as pick_eval_samples.py (the MLPerf eval set: 10000)\n"
+    "  --shards N             one job over all inputs instead (their text as one stream, one\n"
+    "                         random.Random(seed)), its instances dealt round-robin into\n"
+    "                         DIR/part-<i>-of-<N>.hdf5 as the reference does for several output\n"
+    "                         files: every shard an even mix of the inputs (single-threaded)\n"
     "  --threads N            input files processed in parallel (1)\n"
     "  --md5                  print the hdf5_md5.py checksum of each output (name<TAB>md5)\n"
     "  --checksum             print hdf5_md5.py checksums of the given HDF5 files and exit\n"
@@ -52,7 +56,7 @@ std::vector<std::string> split_commas(const std::string& list) {
 int cmd_data(const Args& args) {
   const Options opts(args,
                      {"input", "vocab", "out", "seed", "dupe-factor", "max-seq-length", "max-predictions",
-                      "masked-lm-prob", "short-seq-prob", "layout", "eval-samples", "threads"},
+                      "masked-lm-prob", "short-seq-prob", "layout", "eval-samples", "shards", "threads"},
                      {"checksum", "md5", "help"});
   if (opts.flag("help")) {
     std::cout << kUsage;
@@ -90,6 +94,8 @@ int cmd_data(const Args& args) {
   job.layout = parse_layout(opts.get("layout").value_or("varlength"));
   job.threads = static_cast<int>(opts.integer("threads", 1));
   job.eval_samples = opts.integer("eval-samples", 0);
+  job.shards = opts.integer("shards", 0);
+  if (opts.get("shards") && job.shards < 1) throw_input("command line", "--shards must be at least 1");
   job.checksums = opts.flag("md5");
   if (job.threads < 1) throw_input("command line", "--threads must be at least 1");
   if (job.eval_samples < 0) throw_input("command line", "--eval-samples must be positive");

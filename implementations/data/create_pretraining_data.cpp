@@ -298,17 +298,60 @@ void write_layout(const std::string& path, const SequenceStore& s, const std::ve
     write_varlength(path, s, order);
 }
 
+// Shard mode (CreateDataJob::shards): the reference reads every input into one document list
+// (a file that does not end in a blank line runs into the next one's first document, as there).
+std::vector<CreatedFile> create_sharded_files(const CreateDataJob& job, const FullTokenizer& tokenizer,
+                                              const PretrainingDataConfig& config, const SpecialTokenIds& ids,
+                                              std::ostream& progress) {
+  namespace fs = std::filesystem;
+  const auto start = std::chrono::steady_clock::now();
+  std::string text;
+  for (const auto& input : job.inputs) text += read_text_file(input);
+  std::vector<Document> documents = read_documents(text, tokenizer);
+  text = std::string();
+  if (documents.empty()) throw_input(job.inputs.front(), "no text: the inputs have no non-empty document");
+  const int64_t n_documents = static_cast<int64_t>(documents.size());
+  progress << "read " << job.inputs.size() << " inputs: " << n_documents << " documents" << std::endl;
+  PythonRandom rng(config.random_seed);
+  const UnshuffledInstances made = create_training_instances_ordered(std::move(documents), ids, config, rng, "inputs");
+  const size_t n = static_cast<size_t>(job.shards);
+  if (made.order.size() < n)
+    throw_input("command line", cat("--shards ", n, " is more than the ", made.order.size(), " instances made"));
+  std::vector<CreatedFile> results(n);
+  for (size_t s = 0; s < n; ++s) {
+    std::vector<size_t> order;
+    for (size_t k = s; k < made.order.size(); k += n) order.push_back(made.order[k]);
+    char name[64];
+    std::snprintf(name, sizeof name, "part-%05zu-of-%05zu.hdf5", s, n);
+    CreatedFile& f = results[s];
+    f.input = "(all inputs)";
+    f.output = (fs::path(job.out_dir) / name).string();
+    f.documents = n_documents;
+    f.instances = static_cast<int64_t>(order.size());
+    write_layout(f.output, made.instances, order, job.layout, config);
+    if (job.checksums) f.checksum = hdf5_md5(made.instances, job.layout == DataLayout::fixed, config.max_seq_length, order);
+    progress << "[" << s + 1 << "/" << n << "] " << f.output << ": " << f.instances << " instances" << std::endl;
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  progress << "done: " << made.order.size() << " instances in " << n << " shards in " << std::fixed
+           << std::setprecision(1) << seconds << " s" << std::endl;
+  return results;
+}
+
 }  // namespace
 
 std::vector<CreatedFile> create_pretraining_files(const CreateDataJob& job, const FullTokenizer& tokenizer,
                                                   const PretrainingDataConfig& config, std::ostream& progress) {
   config.validate();
   if (job.inputs.empty()) throw_input("command line", "no input text files");
+  if (job.shards < 0) throw_input("command line", "--shards must be positive");
+  if (job.shards > 0 && job.eval_samples > 0) throw_input("command line", "--shards and --eval-samples exclude each other");
   const SpecialTokenIds ids = special_token_ids(tokenizer);
   namespace fs = std::filesystem;
   std::error_code ec;
   fs::create_directories(job.out_dir, ec);
   if (ec) throw_input(job.out_dir, "cannot create the output directory: " + ec.message());
+  if (job.shards > 0) return create_sharded_files(job, tokenizer, config, ids, progress);
 
   const bool eval = job.eval_samples > 0;
   std::vector<CreatedFile> results(job.inputs.size());

@@ -79,6 +79,12 @@ struct CreateDataJob {
   // When > 0: all inputs' instances, in input order, are reduced to this many evenly spaced picks
   // and written to one file eval_<n>.hdf5 (the MLPerf eval-set recipe) instead of one per input.
   int64_t eval_samples = 0;
+  // When > 0: one reference job over all inputs (their text read as one stream, in input order,
+  // with one random.Random(seed)) whose shuffled instances are dealt round-robin into this many
+  // files DIR/part-<i>-of-<n>.hdf5, as the reference does given several output files. Every shard
+  // is then an even mix of all inputs, which a small corpus of unlike sources needs because a
+  // reader walks one shard at a time.
+  int64_t shards = 0;
   // Compute the hdf5_md5.py checksum of each written file (costs about a fifth of the run).
   bool checksums = false;
 };
@@ -92,7 +98,7 @@ struct CreatedFile {
 };
 
 // Runs the job, printing one progress line per finished input to `progress` and returning one
-// entry per input (plus the eval file, if any, last).
+// entry per input (plus the eval file, if any, last), or one per shard in shard mode.
 std::vector<CreatedFile> create_pretraining_files(const CreateDataJob& job, const FullTokenizer& tokenizer,
                                                   const PretrainingDataConfig& config, std::ostream& progress);
 

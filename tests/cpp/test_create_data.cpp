@@ -3,6 +3,7 @@
 // against the layout spec, the eval picker against pick_eval_samples.py, and bad input.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -129,6 +130,53 @@ TEST(CreateData, FilesFromTextEqualReference) {
     }
     EXPECT_NE(log.str().find("[2/2]"), std::string::npos) << log.str();
   }
+}
+
+// Shard mode is the reference run once over all inputs: the same instances as one input holding
+// the inputs' text back to back (checked against the reference above), dealt round-robin.
+TEST(CreateData, ShardsDealOneJobOverAllInputsRoundRobin) {
+  const FullTokenizer tokenizer(Vocab::load(kGolden + "vocab.txt"));
+  const auto g = load_json("instances_seq128_corpus_a.json");
+  TempDir dir;
+  {
+    std::ofstream joined(dir / "joined.txt", std::ios::binary);
+    for (const char* corpus : kCorpora) {
+      std::ifstream in(kGolden + corpus + ".txt", std::ios::binary);
+      joined << in.rdbuf();
+    }
+  }
+  CreateDataJob whole;
+  whole.inputs = {dir / "joined.txt"};
+  whole.out_dir = dir / "whole";
+  CreateDataJob sharded;
+  for (const char* corpus : kCorpora) sharded.inputs.push_back(kGolden + corpus + ".txt");
+  sharded.out_dir = dir / "sharded";
+  sharded.shards = 3;
+  sharded.checksums = true;
+  std::ostringstream log;
+  const auto one = create_pretraining_files(whole, tokenizer, config_of(g), log);
+  const auto parts = create_pretraining_files(sharded, tokenizer, config_of(g), log);
+  const ShardLimits format{golden_ids().vocab_size, 128, 20};
+  const SequenceStore all = read_shard(one[0].output, format).sequences;
+  ASSERT_EQ(parts.size(), 3u);
+  size_t total = 0;
+  for (size_t s = 0; s < 3; ++s) {
+    EXPECT_EQ(parts[s].output, dir / ("sharded/part-0000" + std::to_string(s) + "-of-00003.hdf5"));
+    EXPECT_EQ(parts[s].checksum, hdf5_md5(parts[s].output));
+    const SequenceStore part = read_shard(parts[s].output, format).sequences;
+    total += part.size();
+    for (size_t k = 0; k < part.size(); ++k) {
+      const size_t i = s + 3 * k;
+      ASSERT_LT(i, all.size());
+      ASSERT_TRUE(std::ranges::equal(part.tokens(k), all.tokens(i))) << "shard " << s << " row " << k;
+      ASSERT_TRUE(std::ranges::equal(part.segments(k), all.segments(i)));
+      ASSERT_TRUE(std::ranges::equal(part.positions(k), all.positions(i)));
+      ASSERT_TRUE(std::ranges::equal(part.labels(k), all.labels(i)));
+      ASSERT_EQ(part.nsp_labels[k], all.nsp_labels[i]);
+    }
+  }
+  EXPECT_EQ(total, all.size());
+  EXPECT_GT(total, 3u);
 }
 
 TEST(CreateData, ReadDocumentsSplitsAsReference) {

@@ -293,3 +293,71 @@ def test_rcp_directories_match_official(tmp_path):
             assert ours.passed == theirs[0], (folder.name, train_samples, ours.message, theirs)
             if theirs[1] != "crash":
                 assert ours.message == theirs[1]
+
+
+# ------------------------------------------------------------------------------------------
+# An RCP reference of one's own (--rcp-reference): how the mini benchmark is checked against
+# the PyTorch implementation of its recipe.
+
+def test_rcp_reference_bounds_are_the_t_test_at_alpha():
+    stats = pytest.importorskip("scipy.stats")
+    runs = [8000, 12000, 8000, 12000, 12000, 8000, 16000, 12000, 8000, 12000]
+    record = rcp.record_from_runs(32, runs)
+    ref_n = len(runs) - 2
+    low, high = record.min_mean, rcp.max_acceptable_mean(record)
+    assert low < record.mean < high
+    # At either bound a submission of 8 olympic runs is exactly significant at alpha = 0.05.
+    p_low = stats.ttest_ind_from_stats(low, record.stdev, ref_n, record.mean, record.stdev, 8,
+                                       alternative="less").pvalue
+    p_high = stats.ttest_ind_from_stats(high, record.stdev, ref_n, record.mean, record.stdev, 8,
+                                        alternative="greater").pvalue
+    assert p_low == pytest.approx(rcp.ALPHA, abs=1e-6)
+    assert p_high == pytest.approx(rcp.ALPHA, abs=1e-6)
+
+
+def test_rcp_reference_file_judges_a_directory_both_ways(trees, tmp_path):
+    from bertperf_compliance.check import cli
+    bert = _bert_dir(trees["v4.0_NVIDIA"])  # passes ruleset 3.1.0 as published
+    runs = [rcp.read_run(str(p)) for p in sorted(bert.glob("result_*.txt"))]
+    bs = runs[0].bs
+
+    def reference(scale, name):
+        path = tmp_path / name
+        path.write_text(json.dumps({"global_batch_size": bs, "runs": [
+            {"seed": i, "samples_to_converge": r.samples * scale} for i, r in enumerate(runs)] + [
+            {"seed": 99, "samples_to_converge": None}]}))
+        return str(path)
+
+    same = rcp.read_reference(reference(1.0, "same.json"))
+    assert same.runs == len(runs)  # the run that missed the target is left out
+    result = rcp.check_directory(str(bert), reference=same)
+    assert result.passed and result.message == "within the reference's bounds"
+    assert not rcp.check_directory(str(bert), reference=rcp.read_reference(reference(1.5, "slow.json"))).passed
+    slower = rcp.check_directory(str(bert), reference=rcp.read_reference(reference(0.6, "fast.json")))
+    assert not slower.passed and slower.message == "slower than the reference beyond its spread"
+    # Through the command line, in the tree's own division, and with a wrong batch size.
+    assert cli.main(["--ruleset", "3.1.0", "--rcp-reference", reference(1.0, "same.json"), str(bert)]) == 0
+    assert cli.main(["--ruleset", "3.1.0", "--rcp-reference", reference(1.5, "slow.json"), str(bert)]) == 1
+    other = tmp_path / "other_bs.json"
+    other.write_text(json.dumps({"global_batch_size": bs + 1, "runs": [
+        {"samples_to_converge": r.samples} for r in runs]}))
+    assert cli.main(["--ruleset", "3.1.0", "--rcp-reference", str(other), str(bert)]) == 1
+
+
+@pytest.mark.parametrize("content, why", [
+    ("not json", "not valid JSON"),
+    ('{"runs": []}', "'global_batch_size' must be a positive integer"),
+    ('{"global_batch_size": 32, "runs": [{"seed": 1}]}', "'runs' must be a list of objects"),
+    ('{"global_batch_size": 32, "runs": [{"samples_to_converge": -3}]}', "runs[0].samples_to_converge"),
+    ('{"global_batch_size": 32, "runs": [{"samples_to_converge": 8000}, {"samples_to_converge": null}]}',
+     "1 converged reference runs; the RCP test needs at least 4"),
+])
+def test_rcp_reference_file_errors_are_one_line_usage_errors(tmp_path, capsys, content, why):
+    from bertperf_compliance.check import cli
+    path = tmp_path / "ref.json"
+    path.write_text(content)
+    log = tmp_path / "result_0.txt"
+    log.write_text("")
+    assert cli.main(["--rcp-reference", str(path), str(log)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and str(path) in err[0] and why in err[0]

@@ -2,7 +2,7 @@
 
     bertperf-check [--ruleset 5.0.0] [--json] [--werror] [--quiet]
                    [--rcp-bypass] [--rcp-bert-train-samples] [--seed-checker-bypass]
-                   PATH [PATH ...]
+                   [--rcp-reference FILE] PATH [PATH ...]
 
 Each PATH is one of
 
@@ -15,7 +15,14 @@ Each PATH is one of
 * a directory holding submission trees (searched two levels deep).
 
 Exit status: 0 when every input passes, 1 when any fails, 2 on a usage error
-(unknown option or ruleset, a path that does not exist).
+(unknown option or ruleset, a path that does not exist, an unusable RCP reference).
+
+``--rcp-reference FILE`` replaces the BERT RCP data with reference runs of one's
+own (``rcp.read_reference`` describes the file) and checks every benchmark
+directory against it, in any division and in both directions: the olympic mean
+of the runs' samples-to-converge must be neither significantly below nor
+significantly above the reference's. This is how a benchmark without official
+RCP data (the mini benchmark) is checked against another implementation.
 """
 
 from __future__ import annotations
@@ -28,7 +35,7 @@ import sys
 from typing import Any, Dict, List, Optional
 
 from .. import __version__
-from . import rules
+from . import rcp, rules
 from .engine import LogResult, check_log
 from .package import CheckResult, check_benchmark_dir, check_package
 
@@ -62,6 +69,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rcp-bert-train-samples", action="store_true",
                    help="take samples-to-converge from train_samples instead of eval_accuracy epoch_num")
     p.add_argument("--seed-checker-bypass", action="store_true", help="skip the seed check")
+    p.add_argument("--rcp-reference", metavar="FILE",
+                   help="check convergence against these reference runs instead of the BERT RCPs "
+                        "(any division, both directions)")
     p.add_argument("--version", action="version", version=f"bertperf-check {__version__}")
     return p
 
@@ -85,7 +95,8 @@ def _division_of(logs: List[LogResult]) -> bool:
 
 def _check_path(path: str, args) -> Dict[str, Any]:
     opts = dict(werror=args.werror, rcp_bypass=args.rcp_bypass,
-                rcp_train_samples=args.rcp_bert_train_samples, seed_bypass=args.seed_checker_bypass)
+                rcp_train_samples=args.rcp_bert_train_samples, seed_bypass=args.seed_checker_bypass,
+                rcp_reference=args.rcp_record)
     if os.path.isdir(path):
         if _is_tree(path):
             res = check_package(path, args.ruleset, **opts)
@@ -145,7 +156,10 @@ def _print_result(res, args, out, indent="  ") -> None:
             if sub.rcp is not None:
                 r = sub.rcp
                 line += f"; RCP {'pass' if r.passed else 'FAIL'} ({r.message}"
-                if r.record is not None and r.submission_mean is not None:
+                if args.rcp_record is not None and r.submission_mean is not None:
+                    line += (f"; olympic mean {r.submission_mean:.1f} samples, reference mean "
+                             f"{r.record.mean:.1f}, {r.detail}")
+                elif r.record is not None and r.submission_mean is not None:
                     line += (f"; olympic mean {r.submission_mean:.1f} samples, minimum "
                              f"{r.record.min_mean:.1f}, reference mean {r.record.mean:.1f}")
                     if r.passed and r.norm_factor > 1:
@@ -208,6 +222,13 @@ def main(argv: Optional[List[str]] = None) -> int:
         print(f"bertperf-check: usage error: no such file or directory: {', '.join(missing)}",
               file=sys.stderr)
         return EXIT_USAGE
+    args.rcp_record = None
+    if args.rcp_reference:
+        try:
+            args.rcp_record = rcp.read_reference(args.rcp_reference)
+        except rcp.RcpReferenceError as exc:
+            print(f"bertperf-check: usage error: {exc}", file=sys.stderr)
+            return EXIT_USAGE
 
     items = []
     for path in args.paths:

@@ -235,8 +235,10 @@ def _params(path: str) -> List[str]:
 
 def check_benchmark_dir(directory: str, ruleset: str, closed: bool, *, werror: bool = False,
                         rcp_bypass: bool = False, rcp_train_samples: bool = False,
-                        seed_bypass: bool = False) -> CheckResult:
-    """One ``results/<system>/bert`` directory: file count, compliance, seeds, RCP."""
+                        seed_bypass: bool = False,
+                        rcp_reference: Optional[rcp_mod.RcpRecord] = None) -> CheckResult:
+    """One ``results/<system>/bert`` directory: file count, compliance, seeds, RCP (against
+    ``rcp_reference`` in any division when given)."""
     result = CheckResult(directory, True)
     rule = f"{ruleset}/package"
     result_files = sorted(glob.glob("{folder}/result_*.txt".format(folder=directory), recursive=True))
@@ -292,18 +294,18 @@ def check_benchmark_dir(directory: str, ruleset: str, closed: bool, *, werror: b
                                     + ", ".join(os.path.basename(f) for f in failing),
                                     "fix the runs' findings listed above"))
 
-    if closed:
-        if not seed_bypass:
-            seeds = check_seeds(result_files, ruleset)
-            result.children.append(seeds)
-            if seeds.official_crash:
-                result.official_crash = True
-                result.passed = False
-                return result
-            if not seeds.passed:
-                errors = True
+    if closed and not seed_bypass:
+        seeds = check_seeds(result_files, ruleset)
+        result.children.append(seeds)
+        if seeds.official_crash:
+            result.official_crash = True
+            result.passed = False
+            return result
+        if not seeds.passed:
+            errors = True
+    if closed or rcp_reference is not None:
         rcp_result = rcp_mod.check_directory(directory, use_train_samples=rcp_train_samples,
-                                             pruned=True, bypass=rcp_bypass)
+                                             pruned=True, bypass=rcp_bypass, reference=rcp_reference)
         result.rcp = rcp_result
         if rcp_result.official_crash:
             result.official_crash = True
@@ -315,7 +317,10 @@ def check_benchmark_dir(directory: str, ruleset: str, closed: bool, *, werror: b
             errors = True
             detail = f" ({rcp_result.detail})" if rcp_result.detail else ""
             extra_txt = ""
-            if rcp_result.record is not None and rcp_result.submission_mean is not None:
+            if rcp_reference is not None:
+                extra_txt = (f"; olympic mean {rcp_result.submission_mean:.1f} samples"
+                             if rcp_result.submission_mean is not None else "")
+            elif rcp_result.record is not None and rcp_result.submission_mean is not None:
                 extra_txt = (f"; olympic mean {rcp_result.submission_mean:.1f} samples, minimum "
                              f"{rcp_result.record.min_mean:.1f} at batch size {rcp_result.bs}")
             result.findings.append(_err(
@@ -327,7 +332,8 @@ def check_benchmark_dir(directory: str, ruleset: str, closed: bool, *, werror: b
 
 
 def check_package(folder: str, ruleset: str, *, werror: bool = False, rcp_bypass: bool = False,
-                  rcp_train_samples: bool = False, seed_bypass: bool = False) -> CheckResult:
+                  rcp_train_samples: bool = False, seed_bypass: bool = False,
+                  rcp_reference: Optional[rcp_mod.RcpRecord] = None) -> CheckResult:
     """A whole submission tree ``<org>/{systems,results}``."""
     tree = CheckResult(folder, True)
     rule = f"{ruleset}/package"
@@ -388,7 +394,8 @@ def check_package(folder: str, ruleset: str, *, werror: bool = False, rcp_bypass
             sub = check_benchmark_dir(bench_dir, ruleset, division == "closed", werror=werror,
                                       rcp_bypass=rcp_bypass or sys_rcp_bypass,
                                       rcp_train_samples=rcp_train_samples,
-                                      seed_bypass=seed_bypass or sys_seed_bypass)
+                                      seed_bypass=seed_bypass or sys_seed_bypass,
+                                      rcp_reference=rcp_reference)
             tree.children.append(sub)
             if sub.official_crash:
                 tree.official_crash = True

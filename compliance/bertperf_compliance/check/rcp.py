@@ -200,6 +200,14 @@ def _interp(bs: float, low: RcpRecord, high: RcpRecord) -> RcpRecord:
                      interpolated=True)
 
 
+def record_from_runs(bs: float, runs: List[float], hyperparams: Optional[Dict[str, Any]] = None) -> RcpRecord:
+    """An RCP from reference runs' samples-to-converge, as the official derives each record."""
+    mean = olympic_mean(runs)
+    stdev = population_stdev(runs)
+    return RcpRecord(bs, mean, stdev, min_acceptable_mean(mean, stdev, len(runs) - 2),
+                     hyperparams=dict(hyperparams or {}), runs=len(runs))
+
+
 _TABLES: Dict[str, Tuple[List[RcpRecord], List[RcpRecord]]] = {}
 
 
@@ -207,13 +215,7 @@ def rcp_tables() -> Tuple[List[RcpRecord], List[RcpRecord]]:
     """(all records, pruned records), both sorted by batch size."""
     if "bert" in _TABLES:
         return _TABLES["bert"]
-    full = []
-    for bs, rec in reference_records().items():
-        runs = rec["runs"]
-        mean = olympic_mean(runs)
-        stdev = population_stdev(runs)
-        full.append(RcpRecord(bs, mean, stdev, min_acceptable_mean(mean, stdev, len(runs) - 2),
-                              hyperparams=rec["Hyperparams"], runs=len(runs)))
+    full = [record_from_runs(bs, rec["runs"], rec["Hyperparams"]) for bs, rec in reference_records().items()]
     # Drop everything below the fastest-converging batch size, then drop points that
     # converge slower than the interpolation of their neighbours.
     fastest = min(full, key=lambda r: r.mean)
@@ -361,8 +363,10 @@ def _evaluate(record: RcpRecord, samples: List[Any]) -> Tuple[bool, float, float
 
 
 def check_runs(result_files: List[str], use_train_samples: bool = False,
-               pruned: bool = True, bypass: bool = False) -> RcpResult:
-    """Judge the runs of one benchmark directory against the BERT RCPs."""
+               pruned: bool = True, bypass: bool = False,
+               reference: Optional[RcpRecord] = None) -> RcpResult:
+    """Judge the runs of one benchmark directory against the BERT RCPs, or against
+    ``reference`` (see :func:`read_reference`) when given."""
     runs: List[RunConvergence] = []
     try:
         for path in result_files:
@@ -391,6 +395,8 @@ def check_runs(result_files: List[str], use_train_samples: bool = False,
         # The official checker then has no benchmark name and fails to load RCP data.
         return RcpResult(False, "Could not detect global_batch_size", official_crash=True,
                          runs=runs, detail=mismatch)
+    if reference is not None:
+        return _check_against_reference(reference, runs, bs)
     if benchmark != "bert":
         # The official checker looks up RCP data for that benchmark name and fails to.
         return RcpResult(False, f"submission_benchmark is {benchmark!r}, not 'bert'; no RCP data",
@@ -443,7 +449,80 @@ def check_runs(result_files: List[str], use_train_samples: bool = False,
 
 
 def check_directory(directory: str, use_train_samples: bool = False, pruned: bool = True,
-                    bypass: bool = False) -> RcpResult:
+                    bypass: bool = False, reference: Optional[RcpRecord] = None) -> RcpResult:
     """:func:`check_runs` over ``directory/result_*.txt`` (in directory order, as the official)."""
     files = glob.glob("{folder}/result_*.txt".format(folder=directory.rstrip("/")), recursive=True)
-    return check_runs(files, use_train_samples, pruned, bypass)
+    return check_runs(files, use_train_samples, pruned, bypass, reference)
+
+
+# ------------------------------------------------------------------------------------------
+# A reference of one's own: benchmarks without official RCP data (the mini benchmark, a new
+# recipe) get the same test against reference runs of another implementation, both ways.
+
+class RcpReferenceError(Exception):
+    """A reference file that cannot be used; the message names the file and what is wrong."""
+
+
+def read_reference(path: str) -> RcpRecord:
+    """An RCP from a file of reference runs.
+
+    The file is JSON: ``{"global_batch_size": N, "runs": [{"samples_to_converge": S}, ...]}``
+    (other fields are kept for people; ``samples_to_converge`` is null for a run that missed the
+    target). Runs that missed the target are left out of the statistics, as the official RCP data
+    holds converged runs only; at least four converged runs are needed for an olympic mean with
+    a spread.
+    """
+    try:
+        with open(path) as handle:
+            doc = json.load(handle)
+    except OSError as exc:
+        raise RcpReferenceError(f"{path}: cannot read the RCP reference ({exc.strerror})")
+    except ValueError as exc:
+        raise RcpReferenceError(f"{path}: the RCP reference is not valid JSON ({exc})")
+    if not isinstance(doc, dict):
+        raise RcpReferenceError(f"{path}: the RCP reference must be a JSON object")
+    bs = doc.get("global_batch_size")
+    if not isinstance(bs, int) or isinstance(bs, bool) or bs <= 0:
+        raise RcpReferenceError(f"{path}: field 'global_batch_size' must be a positive integer, got {bs!r}")
+    runs = doc.get("runs")
+    if not isinstance(runs, list) or not all(isinstance(r, dict) and "samples_to_converge" in r for r in runs):
+        raise RcpReferenceError(f"{path}: field 'runs' must be a list of objects with 'samples_to_converge'")
+    samples = []
+    for i, run in enumerate(runs):
+        value = run["samples_to_converge"]
+        if value is None:
+            continue
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or not value > 0:
+            raise RcpReferenceError(f"{path}: runs[{i}].samples_to_converge must be a positive number "
+                                    f"or null, got {value!r}")
+        samples.append(float(value))
+    if len(samples) < 4:
+        raise RcpReferenceError(f"{path}: {len(samples)} converged reference runs; the RCP test needs at least 4")
+    return record_from_runs(bs, samples, doc.get("hyperparams"))
+
+
+def max_acceptable_mean(record: RcpRecord) -> float:
+    """Largest submission mean not significantly above the reference's: the t-test is symmetric
+    in the means, so the bound mirrors :func:`min_acceptable_mean` around the reference mean."""
+    return 2 * record.mean - record.min_mean
+
+
+def _check_against_reference(record: RcpRecord, runs: List[RunConvergence], bs: Any) -> RcpResult:
+    if bs != record.bs:
+        return RcpResult(False, f"the runs' global batch size {bs!r} differs from the reference's {record.bs}",
+                         bs=bs, record=record, runs=runs)
+    not_converged = sum(1 for r in runs if not r.converged)
+    if not_converged > 1:
+        return RcpResult(False, "Insufficient convergence", bs=bs, record=record, runs=runs,
+                         detail=f"{not_converged} runs did not end with run_stop status success")
+    fast_enough, mean, norm = _evaluate(record, [r.samples for r in runs])
+    high = max_acceptable_mean(record)
+    if not fast_enough:
+        message = "faster than the reference beyond its spread"
+    elif mean > high:
+        message = "slower than the reference beyond its spread"
+    else:
+        message = "within the reference's bounds"
+    return RcpResult(fast_enough and mean <= high, message, bs=bs, record=record, submission_mean=mean,
+                     norm_factor=norm, runs=runs,
+                     detail=f"bounds {record.min_mean:.1f} to {high:.1f} samples from {record.runs} reference runs")
