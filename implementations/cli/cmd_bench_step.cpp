@@ -14,6 +14,7 @@
 #include "cli/args.h"
 #include "backends/cpu/cpu_ops.h"
 #include "core/threading.h"
+#include "harness/train_config.h"
 #include "model/bert.h"
 #include "optim/lamb.h"
 #include "optim/lr_schedule.h"
@@ -72,23 +73,40 @@ Batch random_batch(int B, int S, int P, int V, uint32_t seed) {
 }  // namespace
 
 int cmd_bench_step(const Args& args) {
-  const Options opt(args, {"model", "batch", "seq-len", "predictions", "threads", "warmup", "steps", "repeats"},
+  const Options opt(args,
+                    {"model", "config", "batch", "seq-len", "predictions", "threads", "warmup", "steps", "repeats"},
                     {"help"});
   if (opt.flag("help")) {
-    std::cout << "usage: bertperf bench-step [--model mini|base|large] [--batch 32] [--seq-len 128] [--predictions P]\n"
-                 "                          [--threads N] [--warmup 2] [--steps 5] [--repeats 3]\n";
+    std::cout << "usage: bertperf bench-step [--model mini|base|large | --config CONFIG.json] [--batch 32]\n"
+                 "                          [--seq-len 128] [--predictions P] [--threads N] [--warmup 2]\n"
+                 "                          [--steps 5] [--repeats 3]\n"
+                 "  --model   a standard shape: mini (L4 H256), base (L12 H768) or large (L24 H1024)\n"
+                 "  --config  the model, batch, sequence length, predictions and threads of a train config\n"
+                 "            (e.g. benchmarks/bert/mini/cpu_2c.json); the other options override them\n";
     return 0;
   }
-  const std::string model_name = opt.get("model").value_or("mini");
-  BertConfig config = bench_shape(model_name);
-  const int B = int(opt.integer("batch", 32)), S = int(opt.integer("seq-len", 128));
-  const int P = int(opt.integer("predictions", S == 512 ? 76 : S == 128 ? 20 : std::max(1, int(0.15 * S + 0.5))));
+  if (opt.get("model") && opt.get("config")) throw_input("command line", "give --model or --config, not both");
+  std::string model_name = opt.get("model").value_or("mini");
+  BertConfig config;
+  int B = 32, S = 128, P = 0, threads_wanted = 0;
+  if (auto path = opt.get("config")) {
+    const TrainConfig train = load_train_config(*path, false);
+    model_name = train.benchmark + "/" + train.system;
+    config = train.model;
+    B = train.local_batch_size, S = train.seq_len, P = train.max_predictions, threads_wanted = train.threads;
+  } else {
+    config = bench_shape(model_name);
+  }
+  B = int(opt.integer("batch", B));
+  S = int(opt.integer("seq-len", S));
+  P = int(opt.integer("predictions", P > 0 && !opt.get("seq-len") ? P
+                                     : S == 512 ? 76 : S == 128 ? 20 : std::max(1, int(0.15 * S + 0.5))));
   const int warmup = int(opt.integer("warmup", 2)), steps = int(opt.integer("steps", 5)),
             repeats = int(opt.integer("repeats", 3));
   if (B <= 0 || S <= 1 || S > config.max_position_embeddings || P <= 0 || P >= S || steps <= 0 || repeats <= 0 ||
       warmup < 0)
     throw_input("command line", "batch, seq-len, predictions, steps and repeats must be positive, predictions < seq-len");
-  const int threads = set_cpu_threads(int(opt.integer("threads", 0)));
+  const int threads = set_cpu_threads(int(opt.integer("threads", threads_wanted)));
 
   const TensorTable table = bert_parameter_table(config);
   FlatTensors params(table), grads(table);

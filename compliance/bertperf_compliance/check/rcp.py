@@ -525,4 +525,4 @@ def _check_against_reference(record: RcpRecord, runs: List[RunConvergence], bs: 
         message = "within the reference's bounds"
     return RcpResult(fast_enough and mean <= high, message, bs=bs, record=record, submission_mean=mean,
                      norm_factor=norm, runs=runs,
-                     detail=f"bounds {record.min_mean:.1f} to {high:.1f} samples from {record.runs} reference runs")
+                     detail=f"bounds {record.min_mean:,.0f} to {high:,.0f} samples from {record.runs} reference runs")
