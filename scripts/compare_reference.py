@@ -8,7 +8,7 @@ and the verdict of the RCP test against the reference (bertperf-check --rcp-refe
 
 The ratio only means something when both sides ran on the same machine, side by side.
 
-    .venv/bin/python scripts/compare_reference.py --reference benchmarks/bert/mini/reference_pytorch.json \
+    .venv/bin/python scripts/compare_reference.py --reference benchmarks/bert/mini/reference/pytorch_cpu_2c.json \
         --target 0.085 results/mini_cpu_2c
 """
 

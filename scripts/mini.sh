@@ -49,7 +49,7 @@ status=0
 # The mini benchmark has no official RCP data: its convergence is checked against ten runs of
 # the PyTorch implementation of the same recipe (scripts/pytorch_mini_recipe.py --out).
 step "bertperf-check (with the PyTorch reference runs as RCP)"
-.venv/bin/bertperf-check --ruleset 5.0.0 --rcp-reference benchmarks/bert/mini/reference_pytorch.json "$out" \
+.venv/bin/bertperf-check --ruleset 5.0.0 --rcp-reference benchmarks/bert/mini/reference/pytorch_cpu_2c.json "$out" \
   | tee "$out/CHECK.txt" || status=1
 
 step "official checker (mlperf-logging, ruleset 5.0.0)"

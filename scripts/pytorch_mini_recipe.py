@@ -31,7 +31,7 @@ per seed) that `bertperf-check --rcp-reference FILE` judges a result set against
 
 Run (reference venv from requirements-reference.txt; the data paths come from the config):
   python scripts/pytorch_mini_recipe.py --config benchmarks/bert/mini/cpu_2c.json --seeds 1-10 \
-      --out benchmarks/bert/mini/reference_pytorch.json
+      --out benchmarks/bert/mini/reference/pytorch_cpu_2c.json
   python scripts/pytorch_mini_recipe.py --config ... --max-steps 20 --threads 2   # smoke run
 """
 

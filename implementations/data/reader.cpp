@@ -169,7 +169,8 @@ struct PretrainingReader::Impl {
       for (size_t j = t; j < static_cast<size_t>(S); ++j)
         b.position_ids[base + j] = static_cast<int32_t>(packed_rows ? j - t : j);
       // Empty slots point at the row's first token with label 0 and weight 0, as in the reference.
-      for (; slots < static_cast<size_t>(P); ++slots) {
+      const size_t padded = opt.pad_predictions ? static_cast<size_t>(P) : slots + (r + 1 == B && b.mlm_positions.empty());
+      for (; slots < padded; ++slots) {
         b.mlm_positions.push_back(static_cast<int32_t>(base));
         b.mlm_labels.push_back(0);
         b.mlm_weights.push_back(0.0f);

@@ -49,6 +49,12 @@ struct ReaderOptions {
   int max_sequences_per_row = 3;
   int packed_max_predictions = 80;  // slots per packed row: >= 0.15*512 + 3 halves, rounded up
   int prefetch = 2;          // batches prepared ahead
+  // Every row gets exactly its max_predictions (or packed_max_predictions) masked-LM slots, the
+  // empty ones with weight 0, as the reference's fixed-size tensors have. Off, only real
+  // predictions are emitted (at least one slot per batch): weight-0 slots change neither the
+  // loss, nor a gradient, nor the accuracy, and in short-sequence data they are half of the
+  // slots, so half of the decoder's work over the whole vocabulary.
+  bool pad_predictions = true;
 };
 
 class PretrainingReader {

@@ -73,6 +73,7 @@ struct TrainSession::Impl {
     train_options.max_predictions = c.max_predictions;
     train_options.vocab_size = c.model.vocab_size;
     train_options.pack = c.packed;
+    train_options.pad_predictions = false;  // the same loss and gradients, less decoder work
     model = std::make_unique<BertModel>(c.model, model_shape(c, train_options));
   }
 
@@ -130,6 +131,7 @@ struct TrainSession::Impl {
     options.shuffle = false;
     options.repeat = false;
     options.drop_last = false;
+    options.pad_predictions = false;
     PretrainingReader reader(options);
     Batch eval_batch;
     double sums[4] = {0, 0, 0, 0};  // correct, weight, weighted loss, samples

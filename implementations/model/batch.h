@@ -16,7 +16,8 @@ struct Batch {
   std::vector<int32_t> segment_ids;
   std::vector<int32_t> position_ids;  // 0..S-1 per row; restart per sequence in packed rows
   std::vector<int32_t> seq_id;        // 0 = padding, k >= 1 = k-th sequence of its row
-  // Masked-LM targets, (M) each; M counts every prediction slot of the batch, padding included.
+  // Masked-LM targets, (M) each; M counts the prediction slots of the batch: the real ones, and
+  // padding slots of weight 0 where the reader keeps the reference's fixed slot count.
   std::vector<int32_t> mlm_positions;  // flat token index b*S + position
   std::vector<int32_t> mlm_labels;     // original token ids (0 in padding slots)
   std::vector<float> mlm_weights;      // 1.0 for a real prediction, 0.0 for padding

@@ -41,7 +41,8 @@ TEST(ShippedConfigs, AllLoadAndReferToAShippedSystem) {
   int count = 0;
   for (const char* bench : {"mlperf", "mini"}) {
     for (const auto& entry : fs::directory_iterator(kSource / "benchmarks/bert" / bench)) {
-      if (entry.path().filename() == "benchmark.json") continue;
+      // Configs are the .json files beside benchmark.json (folders hold other material).
+      if (!entry.is_regular_file() || entry.path().filename() == "benchmark.json") continue;
       SCOPED_TRACE(entry.path().string());
       const TrainConfig c = load_train_config(entry.path().string(), /*check_data=*/false);
       EXPECT_EQ(c.system, entry.path().stem().string());

@@ -159,6 +159,56 @@ TEST(Training, StepAllocatesNothingAfterTheFirst) {
   fs::remove_all(run.dir);
 }
 
+// Training and eval read batches without the weight-0 prediction slots; the reference's padded
+// batch (the form the PyTorch golden test checks) must give the same loss, accuracy and gradients.
+TEST(Training, UnpaddedPredictionsGiveThePaddedLossAndGradients) {
+  const auto run = testing::write_synthetic_run(scratch("unpadded"));
+  const TrainConfig config = load_train_config(run.config_path);
+  const TensorTable table = bert_parameter_table(config.model);
+  FlatTensors params(table), padded_grads(table), unpadded_grads(table);
+  bert_init_parameters(params, config.model, 1);
+  auto read_batch = [&](bool pad) {
+    ReaderOptions options;
+    options.files = config.train_files;
+    options.batch_rows = config.local_batch_size;
+    options.seq_len = config.seq_len;
+    options.max_predictions = config.max_predictions;
+    options.vocab_size = config.model.vocab_size;
+    options.pad_predictions = pad;
+    PretrainingReader reader(options);
+    Batch batch;
+    EXPECT_TRUE(reader.next(batch));
+    return batch;
+  };
+  const Batch padded = read_batch(true), unpadded = read_batch(false);
+  ASSERT_EQ(padded.predictions(), padded.rows * config.max_predictions);
+  ASSERT_LT(unpadded.predictions(), padded.predictions()) << "the synthetic data must have empty slots";
+  for (float w : unpadded.mlm_weights) EXPECT_EQ(w, 1.0f);
+  BertModel model(config.model, {padded.rows, padded.seq_len, padded.predictions(), padded.sequences()});
+  auto run_step = [&](const Batch& batch, FlatTensors& grads) {
+    const BertOutputs out = model.forward(params, batch, true, 7, 3);
+    grads.zero();
+    model.backward(params, grads, batch);
+    return out;
+  };
+  const BertOutputs a = run_step(padded, padded_grads), b = run_step(unpadded, unpadded_grads);
+  EXPECT_NEAR(a.mlm_loss, b.mlm_loss, 1e-6 * std::abs(a.mlm_loss));
+  EXPECT_FLOAT_EQ(a.nsp_loss, b.nsp_loss);
+  EXPECT_EQ(a.mlm_correct, b.mlm_correct);
+  EXPECT_EQ(a.mlm_weight, b.mlm_weight);
+  for (const TensorInfo& t : table.tensors()) {
+    const float* x = padded_grads.get(t.name);
+    const float* y = unpadded_grads.get(t.name);
+    double scale = 0, diff = 0;
+    for (size_t i = 0; i < t.numel; ++i) {
+      scale = std::max(scale, double(std::abs(x[i])));
+      diff = std::max(diff, double(std::abs(x[i] - y[i])));
+    }
+    EXPECT_LE(diff, 1e-5 * scale + 1e-12) << t.name;
+  }
+  fs::remove_all(run.dir);
+}
+
 TEST(Training, NanLossEndsWithOneLineAndNonZeroExit) {
   const fs::path dir = scratch("nan");
   const TrainConfig clean = load_train_config(testing::write_synthetic_run(dir).config_path);

@@ -11,7 +11,7 @@ import pytest
 from compliance_support import (RULESETS, copy_tree, corpus_trees, official_package_verdict,
                                 require_results)
 from bertperf_compliance.check import rcp
-from bertperf_compliance.check.package import check_package, check_system_description
+from bertperf_compliance.check.package import check_benchmark_dir, check_package, check_system_description
 
 
 @pytest.fixture(scope="module")
@@ -334,7 +334,9 @@ def test_rcp_reference_file_judges_a_directory_both_ways(trees, tmp_path):
     assert result.passed and result.message == "within the reference's bounds"
     assert not rcp.check_directory(str(bert), reference=rcp.read_reference(reference(1.5, "slow.json"))).passed
     slower = rcp.check_directory(str(bert), reference=rcp.read_reference(reference(0.6, "fast.json")))
-    assert not slower.passed and slower.message == "slower than the reference beyond its spread"
+    assert slower.passed and slower.slower and slower.message == "slower than the reference beyond its spread"
+    warned = check_benchmark_dir(str(bert), "3.1.0", True, rcp_reference=rcp.read_reference(reference(0.6, "f.json")))
+    assert warned.passed and any(f.rule.endswith(":rcp-slower") and f.severity == "warning" for f in warned.findings)
     # Through the command line, in the tree's own division, and with a wrong batch size.
     assert cli.main(["--ruleset", "3.1.0", "--rcp-reference", reference(1.0, "same.json"), str(bert)]) == 0
     assert cli.main(["--ruleset", "3.1.0", "--rcp-reference", reference(1.5, "slow.json"), str(bert)]) == 1

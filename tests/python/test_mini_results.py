@@ -1,7 +1,7 @@
 """The committed mini result set (results/mini_cpu_2c, written by scripts/mini.sh) judged by the
 official tools: every log by the official compliance checker, the tree by the official package
 checker, its score by the official result summarizer; and its convergence against the committed
-PyTorch reference runs of the same recipe (benchmarks/bert/mini/reference_pytorch.json)."""
+PyTorch reference runs of the same recipe (benchmarks/bert/mini/reference/pytorch_cpu_2c.json)."""
 
 import json
 import subprocess
@@ -18,7 +18,7 @@ from bertperf_compliance.report.runs import read_run
 from bertperf_compliance.report.systems import find_result_sets
 
 TREE = REPO / "results" / "mini_cpu_2c"
-REFERENCE = REPO / "benchmarks" / "bert" / "mini" / "reference_pytorch.json"
+REFERENCE = REPO / "benchmarks" / "bert" / "mini" / "reference" / "pytorch_cpu_2c.json"
 BENCHMARK = json.loads((REPO / "benchmarks" / "bert" / "mini" / "benchmark.json").read_text())
 LOGS = sorted((TREE / "results").glob("*/bert/result_*.txt"))
 

@@ -313,6 +313,12 @@ def check_benchmark_dir(directory: str, ruleset: str, closed: bool, *, werror: b
             result.findings.append(_err(directory, rule + ":rcp", f"RCP check: {rcp_result.message}",
                                         crash=True))
             return result
+        if rcp_result.slower:
+            result.findings.append(_warn(
+                directory, rule + ":rcp-slower",
+                f"converges slower than the reference: olympic mean {rcp_result.submission_mean:,.0f} samples, "
+                f"{rcp_result.detail}",
+                "MLPerf accepts slower convergence; for an implementation of the same recipe, look for what differs"))
         if not rcp_result.passed:
             errors = True
             detail = f" ({rcp_result.detail})" if rcp_result.detail else ""
