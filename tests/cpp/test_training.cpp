@@ -122,23 +122,28 @@ TEST(Training, TwentyStepTrajectoryIsIdenticalAcrossProcesses) {
   fs::remove_all(run.dir);
 }
 
+// The first training batch of a config's data, as the trainer reads it with seed 0.
+Batch first_batch(const TrainConfig& config, bool pad_predictions = true) {
+  ReaderOptions options;
+  options.files = config.train_files;
+  options.batch_rows = config.local_batch_size;
+  options.seq_len = config.seq_len;
+  options.max_predictions = config.max_predictions;
+  options.vocab_size = config.model.vocab_size;
+  options.pad_predictions = pad_predictions;
+  PretrainingReader reader(options);
+  Batch batch;
+  EXPECT_TRUE(reader.next(batch));
+  return batch;
+}
+
 TEST(Training, StepAllocatesNothingAfterTheFirst) {
   const auto run = testing::write_synthetic_run(scratch("alloc"));
   const TrainConfig config = load_train_config(run.config_path);
   const TensorTable table = bert_parameter_table(config.model);
   FlatTensors params(table), grads(table);
   bert_init_parameters(params, config.model, 1);
-  Batch batch;
-  {
-    ReaderOptions options;
-    options.files = config.train_files;
-    options.batch_rows = config.local_batch_size;
-    options.seq_len = config.seq_len;
-    options.max_predictions = config.max_predictions;
-    options.vocab_size = config.model.vocab_size;
-    PretrainingReader reader(options);
-    ASSERT_TRUE(reader.next(batch));
-  }
+  const Batch batch = first_batch(config);
   BertModel model(config.model, {batch.rows, batch.seq_len, batch.predictions(), batch.sequences()});
   Lamb lamb(table, config.lamb);
   GradAccumulator accumulator(table, 1, config.lamb.max_grad_norm);
@@ -167,20 +172,7 @@ TEST(Training, UnpaddedPredictionsGiveThePaddedLossAndGradients) {
   const TensorTable table = bert_parameter_table(config.model);
   FlatTensors params(table), padded_grads(table), unpadded_grads(table);
   bert_init_parameters(params, config.model, 1);
-  auto read_batch = [&](bool pad) {
-    ReaderOptions options;
-    options.files = config.train_files;
-    options.batch_rows = config.local_batch_size;
-    options.seq_len = config.seq_len;
-    options.max_predictions = config.max_predictions;
-    options.vocab_size = config.model.vocab_size;
-    options.pad_predictions = pad;
-    PretrainingReader reader(options);
-    Batch batch;
-    EXPECT_TRUE(reader.next(batch));
-    return batch;
-  };
-  const Batch padded = read_batch(true), unpadded = read_batch(false);
+  const Batch padded = first_batch(config, true), unpadded = first_batch(config, false);
   ASSERT_EQ(padded.predictions(), padded.rows * config.max_predictions);
   ASSERT_LT(unpadded.predictions(), padded.predictions()) << "the synthetic data must have empty slots";
   for (float w : unpadded.mlm_weights) EXPECT_EQ(w, 1.0f);

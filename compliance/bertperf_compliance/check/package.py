@@ -324,7 +324,7 @@ def check_benchmark_dir(directory: str, ruleset: str, closed: bool, *, werror: b
             detail = f" ({rcp_result.detail})" if rcp_result.detail else ""
             extra_txt = ""
             if rcp_reference is not None:
-                extra_txt = (f"; olympic mean {rcp_result.submission_mean:.1f} samples"
+                extra_txt = (f"; olympic mean {rcp_result.submission_mean:,.0f} samples"
                              if rcp_result.submission_mean is not None else "")
             elif rcp_result.record is not None and rcp_result.submission_mean is not None:
                 extra_txt = (f"; olympic mean {rcp_result.submission_mean:.1f} samples, minimum "
