@@ -337,6 +337,8 @@ def test_rcp_reference_file_judges_a_directory_both_ways(trees, tmp_path):
     assert slower.passed and slower.slower and slower.message == "slower than the reference beyond its spread"
     warned = check_benchmark_dir(str(bert), "3.1.0", True, rcp_reference=rcp.read_reference(reference(0.6, "f.json")))
     assert warned.passed and any(f.rule.endswith(":rcp-slower") and f.severity == "warning" for f in warned.findings)
+    few = rcp.check_runs([str(p) for p in sorted(bert.glob("result_*.txt"))[:2]], reference=same)
+    assert not few.passed and few.message == "2 run(s): an olympic mean needs at least 3"
     # Through the command line, in the tree's own division, and with a wrong batch size.
     assert cli.main(["--ruleset", "3.1.0", "--rcp-reference", reference(1.0, "same.json"), str(bert)]) == 0
     assert cli.main(["--ruleset", "3.1.0", "--rcp-reference", reference(1.5, "slow.json"), str(bert)]) == 1

@@ -516,6 +516,9 @@ def _check_against_reference(record: RcpRecord, runs: List[RunConvergence], bs: 
     if not_converged > 1:
         return RcpResult(False, "Insufficient convergence", bs=bs, record=record, runs=runs,
                          detail=f"{not_converged} runs did not end with run_stop status success")
+    if len(runs) < 3:
+        return RcpResult(False, f"{len(runs)} run(s): an olympic mean needs at least 3", bs=bs, record=record,
+                         runs=runs)
     fast_enough, mean, norm = _evaluate(record, [r.samples for r in runs])
     high = max_acceptable_mean(record)
     if not fast_enough:
