@@ -315,4 +315,12 @@ TEST(CreateData, BadInputIsOneClearError) {
   std::ofstream(dir / "blank.txt") << "\n  \n\n";
   job.inputs = {dir / "blank.txt"};
   EXPECT_THROW(create_pretraining_files(job, tokenizer, {}, log), InputError);
+  // Shard mode: not with an eval set, and not more shards than instances.
+  job.inputs = {kGolden + "corpus_a.txt"};
+  job.shards = 2;
+  job.eval_samples = 5;
+  EXPECT_THROW(create_pretraining_files(job, tokenizer, {}, log), InputError);
+  job.eval_samples = 0;
+  job.shards = 1000000;
+  EXPECT_THROW(create_pretraining_files(job, tokenizer, {}, log), InputError);
 }
