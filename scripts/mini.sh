@@ -29,7 +29,8 @@ bertperf=build/bin/bertperf
 # eval set of 1,000 sequences picked from a sixth, held-out source (The Devil's Dictionary), all at
 # sequence length 128 with 20 predictions, as the reference does at 128.
 shards=16
-if [ ! -f "data/mini/train/part-00000-of-000$shards.hdf5" ] || [ ! -f data/mini/eval_1000.hdf5 ]; then
+first_shard=$(printf 'data/mini/train/part-00000-of-%05d.hdf5' "$shards")
+if [ ! -f "$first_shard" ] || [ ! -f data/mini/eval_1000.hdf5 ]; then
   step "mini data set"
   rm -rf data/mini.tmp && mkdir -p data/mini.tmp
   "$bertperf" data --vocab data/vocab/vocab.txt --out data/mini.tmp/train --max-seq-length 128 \
