@@ -10,9 +10,11 @@
 // BERT_CHECK_GEN so every failure reads the same way.
 #pragma once
 
+#include <cstdint>
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace bertperf {
 
@@ -30,6 +32,16 @@ std::string cat(const Args&... args) {
   std::ostringstream out;
   (out << ... << args);
   return out.str();
+}
+
+// A tensor shape as messages print it: [2,3,4].
+inline std::string shape_string(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i) s += ',';
+    s += std::to_string(shape[i]);
+  }
+  return s + "]";
 }
 
 [[noreturn]] void throw_internal(const char* expr, const char* file, int line, const std::string& msg);

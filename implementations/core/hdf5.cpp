@@ -148,15 +148,6 @@ hid_t file_type() {
   else return H5T_STD_I64LE;
 }
 
-std::string shape_string(const std::vector<int64_t>& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) {
-    if (i) s += ',';
-    s += std::to_string(shape[i]);
-  }
-  return s + "]";
-}
-
 // Releases the memory HDF5 allocated for variable-length data read into `buf`.
 void reclaim_vlen(hid_t mem_type, hid_t mem_space, void* buf) {
 #if H5_VERSION_GE(1, 12, 0)

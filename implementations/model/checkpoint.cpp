@@ -6,19 +6,6 @@
 
 namespace bertperf {
 
-namespace {
-
-std::string shape_string(const std::vector<int64_t>& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) {
-    if (i) s += ',';
-    s += std::to_string(shape[i]);
-  }
-  return s + "]";
-}
-
-}  // namespace
-
 void save_checkpoint(const FlatTensors& params, const std::string& path) {
   h5::File file = h5::File::create(path);
   file.set_attr("", "format", std::string(kCheckpointFormat));

@@ -257,15 +257,6 @@ std::string read_whole_file(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
-std::string shape_string(const std::vector<int64_t>& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) {
-    if (i) s += ',';
-    s += std::to_string(shape[i]);
-  }
-  return s + "]";
-}
-
 }  // namespace
 
 // ---- the reader ---------------------------------------------------------------------------------

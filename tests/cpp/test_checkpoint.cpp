@@ -5,7 +5,6 @@
 #include "model/checkpoint.h"
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cstring>
 #include <filesystem>
@@ -15,6 +14,7 @@
 #include "core/errors.h"
 #include "core/hdf5.h"
 #include "model/bert_params.h"
+#include "temp_dir.h"
 
 namespace bertperf {
 namespace {
@@ -35,16 +35,13 @@ BertConfig tiny_config() {
 class CheckpointTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("bertperf_test_checkpoint_" + std::to_string(getpid()));
-    fs::create_directories(dir_);
     // Random values everywhere (gammas and biases too), so a swapped or skipped tensor shows.
     std::mt19937 rng(17);
     std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
     for (const TensorInfo& t : table_.tensors())
       for (size_t i = 0; i < t.numel; ++i) params_.get(t)[i] = uniform(rng);
   }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+  std::string path(const std::string& name) const { return dir_ / name; }
 
   // Writes the parameters through the raw HDF5 layer, leaving out `skip` and applying `edit` last.
   template <typename Edit>
@@ -70,7 +67,7 @@ class CheckpointTest : public ::testing::Test {
     }
   }
 
-  fs::path dir_;
+  bertperf::testing::TempDir dir_{"bertperf_test_checkpoint"};
   BertConfig config_ = tiny_config();
   TensorTable table_ = bert_parameter_table(config_);
   FlatTensors params_{table_};

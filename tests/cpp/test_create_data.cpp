@@ -15,6 +15,7 @@
 #include "data/layouts.h"
 #include "data/md5.h"
 #include "data/tokenizer.h"
+#include "temp_dir.h"
 
 using namespace bertperf;
 namespace fs = std::filesystem;
@@ -79,16 +80,7 @@ void expect_equal_to_golden(const SequenceStore& got, const nlohmann::json& g) {
 const char* kConfigs[] = {"mlperf", "seq128", "seq32"};
 const char* kCorpora[] = {"corpus_a", "corpus_b"};
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    path = fs::temp_directory_path() / ("bertperf_create_data_" + std::to_string(::getpid()) + "_" +
-                                        std::to_string(reinterpret_cast<uintptr_t>(this)));
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string operator/(const std::string& name) const { return (path / name).string(); }
-};
+using bertperf::testing::TempDir;
 
 }  // namespace
 

@@ -4,12 +4,12 @@
 #include "core/hdf5.h"
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 
 #include "core/errors.h"
+#include "temp_dir.h"
 
 namespace bertperf::h5 {
 namespace {
@@ -18,14 +18,9 @@ namespace fs = std::filesystem;
 
 class Hdf5Test : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("bertperf_test_hdf5_" + std::to_string(getpid()));
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+  std::string path(const std::string& name) const { return dir_ / name; }
 
-  fs::path dir_;
+  bertperf::testing::TempDir dir_{"bertperf_test_hdf5"};
 };
 
 // Expects an InputError whose message contains every one of `parts`.
@@ -62,7 +57,7 @@ TEST_F(Hdf5Test, RoundTripsEveryDtypeShapeAndAttribute) {
     out.commit();
   }
   ASSERT_TRUE(fs::exists(p));
-  EXPECT_EQ(std::distance(fs::directory_iterator(dir_), fs::directory_iterator()), 1) << "temporary left behind";
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir_.path), fs::directory_iterator()), 1) << "temporary left behind";
 
   File in = File::open(p);
   EXPECT_EQ(in.datasets(), (std::vector<std::string>{"group/sub/floats", "i16", "i32", "i64", "i8"}));
@@ -144,7 +139,7 @@ TEST_F(Hdf5Test, RefusesLossyReadsAndWrongCountsNamingFileAndKey) {
 
 TEST_F(Hdf5Test, BadFilesGiveOneLineNamingTheFile) {
   expect_input_error([&] { File::open(path("none.h5")); }, {path("none.h5"), "no such file"});
-  expect_input_error([&] { File::open(dir_.string()); }, {dir_.string(), "directory"});
+  expect_input_error([&] { File::open(dir_.path.string()); }, {dir_.path.string(), "directory"});
 
   const std::string text = path("text.h5");
   std::ofstream(text) << "this is not an HDF5 file\n";
@@ -181,7 +176,7 @@ TEST_F(Hdf5Test, UncommittedFileLeavesNothingBehind) {
     out.write("x", std::vector<float>{1.0f}, {1});
   }
   EXPECT_FALSE(fs::exists(p));
-  EXPECT_TRUE(fs::is_empty(dir_));
+  EXPECT_TRUE(fs::is_empty(dir_.path));
 }
 
 }  // namespace

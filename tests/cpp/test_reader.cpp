@@ -12,6 +12,7 @@
 #include "core/errors.h"
 #include "core/hdf5.h"
 #include "data/reader.h"
+#include "temp_dir.h"
 
 using namespace bertperf;
 namespace fs = std::filesystem;
@@ -96,16 +97,7 @@ std::multiset<SeqKey> sequences_of(PretrainingReader& reader) {
   return out;
 }
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    path = fs::temp_directory_path() / ("bertperf_reader_" + std::to_string(::getpid()) + "_" +
-                                        std::to_string(reinterpret_cast<uintptr_t>(this)));
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string operator/(const std::string& name) const { return (path / name).string(); }
-};
+using bertperf::testing::TempDir;
 
 // Builds the reader and drains it; returns the InputError message (empty if none).
 std::string input_error(const ReaderOptions& o) {

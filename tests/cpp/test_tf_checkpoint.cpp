@@ -6,7 +6,6 @@
 #include "model/tf_checkpoint.h"
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cstring>
 #include <filesystem>
@@ -16,6 +15,7 @@
 #include "core/hdf5.h"
 #include "model/bert_params.h"
 #include "model/checkpoint.h"
+#include "temp_dir.h"
 
 namespace bertperf {
 namespace {
@@ -34,12 +34,7 @@ std::string expected_key(std::string name) {
 
 class TfCheckpointTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("bertperf_test_tf_checkpoint_" + std::to_string(getpid()));
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+  std::string path(const std::string& name) const { return dir_ / name; }
 
   // A copy of the golden checkpoint in the scratch directory, for damaging.
   std::string copy_checkpoint() {
@@ -61,7 +56,7 @@ class TfCheckpointTest : public ::testing::Test {
     }
   }
 
-  fs::path dir_;
+  bertperf::testing::TempDir dir_{"bertperf_test_tf_checkpoint"};
   const h5::File expected_ = h5::File::open(kGolden + "/expected.h5");
   const BertConfig config_ = load_bert_config(kGolden + "/bert_config.json");
 };
