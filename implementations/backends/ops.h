@@ -1,17 +1,21 @@
-// The op vocabulary: every op the BERT model is built from, forward and backward side by side.
-//
-// The model (model/bert.cpp) is written once against these declarations. backends/cpu implements
-// them in fp32 (OpenBLAS GEMM, OpenMP loops) and is both the no-GPU backend and the test oracle;
-// a CUDA backend implements the same signatures over device pointers.
+// The op vocabulary: every op the BERT model and its optimizer are built from, forward and backward side by side,
+// each as a plain parameter struct with shapes beside the pointers. A backend (backends/backend.h) implements
+// every op; the model (model/bert.cpp) and the optimizer (optim/lamb.cpp) are written once against them.
 //
 // Conventions
-//  - Row-major, contiguous. Shapes are given beside each pointer: N rows of C channels = (N, C).
-//  - Gradient semantics: every backward ACCUMULATES (+=) into every gradient it writes, parameter
-//    and activation gradients alike. Callers zero gradient buffers once per step. Accumulation is
-//    what tied weights, residual branches and gradient accumulation all need, with one rule.
-//  - A null gradient pointer means "not needed" and is skipped.
-//  - Numerics follow the MLPerf reference exactly: tanh-GELU, LayerNorm eps 1e-12 with biased
-//    variance, additive -10000 attention mask, inverted dropout with Philox masks.
+//  - Row-major, contiguous unless a row stride is given. (N, C) is N rows of C channels.
+//  - Element types, in the shape comments:
+//      A    the backend's activation dtype (activations and their gradients)
+//      W    the backend's weight dtype (the copy of the parameters that forward and backward read)
+//      F    the backend's master dtype (parameter gradients, master weights, LAMB moments, saved statistics)
+//      i32, f32, f64  fixed types (batch inputs are i32 and f32; loss statistics and norms are f64 everywhere)
+//  - Every pointer is backend memory, including the batch inputs and the scalars (StepScalars).
+//  - The gradient rule: parameter gradients ACCUMULATE (+=), so micro-batches and tied weights add up; activation
+//    gradients are OVERWRITTEN (=), so the model never zeroes them, except where an op says "accumulate" (a
+//    residual branch adds into the gradient its other branch wrote).
+//  - A null output pointer means "not needed" and is skipped, where the comment says "or null".
+//  - Numerics follow the MLPerf reference exactly: tanh-GELU, LayerNorm eps 1e-12 with biased variance, inverted
+//    dropout with Philox masks (core/philox.h), keys masked across sequences, LAMB with the reference's exclusions.
 #pragma once
 
 #include <cstddef>
@@ -22,92 +26,302 @@
 namespace bertperf::ops {
 
 inline constexpr float kLayerNormEps = 1e-12f;
-inline constexpr float kAttentionMaskValue = -10000.0f;
 
-// How a weight matrix is stored. TF dense kernels are (in, out); the word-embedding table reused
-// as the MLM decoder and the NSP output_weights are (out, in) and used transposed.
-enum class WeightLayout { IN_OUT, OUT_IN };
+// How a weight matrix is stored. TF dense kernels are (in, out); the word-embedding table reused as the MLM
+// decoder and the NSP output_weights are (out, in) and used transposed.
+enum class WeightLayout : uint8_t { IN_OUT, OUT_IN };
 
-// ---- linear: out = inp . W + bias --------------------------------------------------------------
-void linear_forward(float* out,           // (N, O)
-                    const float* inp,     // (N, I)
-                    const float* weight,  // (I, O) for IN_OUT, (O, I) for OUT_IN
-                    const float* bias,    // (O) or null
-                    int N, int I, int O, WeightLayout layout);
-void linear_backward(float* dinp,           // (N, I) or null
-                     float* dweight,        // like weight, or null
-                     float* dbias,          // (O) or null
-                     const float* dout,     // (N, O)
-                     const float* inp,      // (N, I)
-                     const float* weight,   // like weight
-                     int N, int I, int O, WeightLayout layout);
+// Activations fused into a linear layer. GELU is the reference's tanh form,
+// 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+enum class Activation : uint8_t { NONE, GELU, TANH };
 
-// ---- embeddings: out[t] = word[ids[t]] + type[types[t]] + pos[positions[t]] --------------------
-// Positions are explicit so packed rows can restart them per sequence.
-void embedding_forward(float* out,  // (N, C)
-                       const int32_t* ids, const int32_t* types, const int32_t* positions,  // (N)
-                       const float* word,   // (V, C)
-                       const float* type,   // (T, C)
-                       const float* pos,    // (P, C)
-                       int N, int C);
-void embedding_backward(float* dword, float* dtype, float* dpos,  // like the tables, or null
-                        const float* dout,                         // (N, C)
-                        const int32_t* ids, const int32_t* types, const int32_t* positions,
-                        int N, int C);
+// ---- per-step scalars in backend memory --------------------------------------------------------------------
+// A step that is captured once and replayed (a CUDA graph) cannot take its step-varying values as arguments, so
+// ops read them from here: the host writes the first part before each step, ops write the second part.
 
-// ---- LayerNorm over the last axis, eps 1e-12, biased variance ----------------------------------
-// mean and rstd are saved for the backward.
-void layernorm_forward(float* out, float* mean, float* rstd,  // (N, C), (N), (N)
-                       const float* inp, const float* gamma, const float* beta,  // (N, C), (C), (C)
-                       int N, int C);
-void layernorm_backward(float* dinp, float* dgamma, float* dbeta,  // (N, C), (C), (C)
-                        const float* dout, const float* inp, const float* gamma,
-                        const float* mean, const float* rstd, int N, int C);
+// The run's dropout seed and the global index of the step's first micro-batch on this rank.
+struct DropoutCounter {
+  uint64_t seed = 0;
+  uint32_t step = 0;
+  uint32_t reserved = 0;
+};
 
-// ---- elementwise -------------------------------------------------------------------------------
-// tanh-approximated GELU, as the reference: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
-void gelu_forward(float* out, const float* inp, size_t n);
-void gelu_backward(float* dinp, const float* inp, const float* dout, size_t n);
-void tanh_forward(float* out, const float* inp, size_t n);
-// Uses the forward output: d tanh = 1 - out^2.
-void tanh_backward(float* dinp, const float* out, const float* dout, size_t n);
+struct StepScalars {
+  // Written by the host before the step.
+  DropoutCounter dropout;
+  float learning_rate = 0;          // of the update this step makes
+  float inv_bias_correction1 = 1;   // 1 / (1 - beta1^t), t = the update's 1-based index
+  float inv_bias_correction2 = 1;   // 1 / (1 - beta2^t)
+  float max_grad_norm = 1;          // the clip threshold
+  // Written by ops during the step.
+  double grad_norm_sq = 0;          // sum of squares of the gradient last clipped (GradientClip)
+  float clip_scale = 1;             // what that gradient is multiplied by: max_norm / norm above max_norm, else 1
+  int32_t nonfinite = 0;            // clips that saw a non-finite norm this step; LAMB updates nothing when > 0
+};
 
-// out = dropout(inp) + residual, inverted dropout: kept elements are scaled by 1/(1-p).
-// The mask is drawn from `key` (element index = flat index), so the backward regenerates it.
-// p = 0 makes it a plain add. residual may be null (plain dropout).
-void dropout_residual_forward(float* out, const float* inp, const float* residual, size_t n,
-                              float drop_prob, RngKey key);
-void dropout_residual_backward(float* dinp, float* dresidual, const float* dout, size_t n,
-                               float drop_prob, RngKey key);
+// Where a dropout mask comes from: Philox keyed by (counter->seed, counter->step + step_offset, site, element).
+// prob 0 is no dropout (then counter may be null). Kept elements are scaled by 1 / (1 - prob).
+struct Dropout {
+  float prob = 0;
+  const DropoutCounter* counter = nullptr;
+  uint32_t step_offset = 0;  // the micro-batch's offset from the step's first (a static value)
+  uint32_t site = 0;         // one stream per place a mask is drawn
+};
 
-// ---- multi-head self-attention core ------------------------------------------------------------
-// q, k, v, ctx are (B, S, A*D): head h owns channels h*D .. h*D+D-1 (the TF reshape).
-// scores = q.k^T / sqrt(D) + mask; probs = softmax(scores) over keys; ctx = dropout(probs) . v.
-// The mask comes from seq_id (B, S): 0 marks padding, k >= 1 the k-th sequence of a (packed) row.
-// A key t is hidden from query f (adds -10000) when seq_id[t] == 0, or when both are real tokens
-// of different sequences. For unpacked rows this is exactly the reference's key-only padding mask.
-// probs (B, A, S, S) is saved (before dropout) for the backward; dropout on probs uses `key` with
-// element index = flat index into probs.
-void attention_forward(float* ctx, float* probs,
-                       const float* q, const float* k, const float* v, const int32_t* seq_id,
-                       int B, int S, int A, int D, float drop_prob, RngKey key);
-// scratch: B*A*S*S floats of working memory owned by the caller.
-void attention_backward(float* dq, float* dk, float* dv, float* scratch,
-                        const float* dctx, const float* probs,
-                        const float* q, const float* k, const float* v,
-                        int B, int S, int A, int D, float drop_prob, RngKey key);
+// ---- linear: out = act(inp . W + bias) ---------------------------------------------------------------------
+// `groups` G > 1 computes G linears of one input side by side: group g reads weight + g * weight_stride and bias
+// + g * bias_stride (elements), and writes columns [g*O, g*O + O) of out. The fused QKV projection is G = 3 (the
+// q, k and v kernels are separate TF tensors at a uniform stride in the flat buffer).
+struct LinearForward {
+  void* out;                 // (N, ldo) A, columns [0, G*O) written
+  void* pre;                 // (N, ldo) A: inp . W + bias, saved for GELU's backward; null unless act == GELU
+  const void* inp;           // (N, I) A
+  const void* weight;        // (I, O) for IN_OUT, (O, I) for OUT_IN, W
+  const void* bias;          // (O) W, or null
+  int N = 0, I = 0, O = 0;
+  int groups = 1;
+  size_t weight_stride = 0, bias_stride = 0;
+  int ldo = 0;               // row stride of out and pre; 0 means groups * O
+  WeightLayout layout = WeightLayout::IN_OUT;
+  Activation act = Activation::NONE;
+};
 
-// ---- gather rows (the MLM head reads only the masked positions) --------------------------------
-void gather_rows_forward(float* out, const float* inp, const int32_t* rows, int M, int C);  // (M, C) <- (., C)
-void gather_rows_backward(float* dinp, const float* dout, const int32_t* rows, int M, int C);
+// The backward of a linear. dout is the gradient of the pre-activation inp . W + bias (a linear with an
+// activation gets that from the op downstream of it: see dinp_act, or ActivationBackward).
+//   dinp  = dout . W^T summed over groups (+= with accumulate_dinp)
+//   dweight += inp^T . dout (IN_OUT) or dout^T . inp (OUT_IN), per group
+//   dbias   += column sums of dout, per group
+// dinp_act fuses the backward of the activation that produced inp (the FFN's GELU, the pooler's tanh):
+//   dinp = (dout . W^T) * act'(x), x = dinp_act_saved (GELU: its pre-activation; TANH: its output), and
+//   dinp_act_dbias += column sums of that dinp (the producing linear's bias gradient).
+struct LinearBackward {
+  void* dinp;                // (N, I) A, or null
+  void* dweight;             // like weight, F, or null
+  void* dbias;               // (O) F per group, or null
+  const void* dout;          // (N, ldo) A
+  const void* inp;           // (N, I) A
+  const void* weight;        // W
+  int N = 0, I = 0, O = 0;
+  int groups = 1;
+  size_t weight_stride = 0, bias_stride = 0;
+  int ldo = 0;
+  WeightLayout layout = WeightLayout::IN_OUT;
+  bool accumulate_dinp = false;
+  Activation dinp_act = Activation::NONE;  // with accumulate_dinp false
+  const void* dinp_act_saved = nullptr;    // (N, I) A
+  void* dinp_act_dbias = nullptr;          // (I) F, or null
+};
 
-// ---- softmax cross-entropy ---------------------------------------------------------------------
-// losses[i] = -log softmax(logits[i])[labels[i]], computed stably in fp32 with a double sum.
-void cross_entropy_forward(float* losses, const float* logits, const int32_t* labels, int M, int V);
-// dlogits[i] += dlosses[i] * (softmax(logits[i]) - onehot(labels[i])). Recomputes the softmax.
-void cross_entropy_backward(float* dlogits, const float* logits, const int32_t* labels,
-                            const float* dlosses, int M, int V);
-// argmax over each row (first maximum wins), for masked-LM accuracy.
-void argmax_rows(int32_t* out, const float* logits, int M, int V);
+// dinp = dout * act'(x) elementwise, x = saved (GELU: the pre-activation; TANH: the output).
+struct ActivationBackward {
+  void* dinp;                // (n) A
+  const void* dout;          // (n) A
+  const void* saved;         // (n) A
+  size_t n = 0;
+  Activation act = Activation::GELU;
+};
+
+// ---- embeddings: out = dropout(LayerNorm(word[ids] + type[types] + pos[positions])) ----------------------
+// Positions are explicit: they restart at 0 in every sequence.
+struct EmbeddingForward {
+  void* out;                 // (N, C) A
+  void* sum;                 // (N, C) A: the LayerNorm input, saved
+  void* mean; void* rstd;    // (N) F, saved
+  const int32_t* ids; const int32_t* types; const int32_t* positions;  // (N) i32
+  const void* word;          // (V, C) W
+  const void* type;          // (T, C) W
+  const void* pos;           // (P, C) W
+  const void* gamma; const void* beta;  // (C) W
+  int N = 0, C = 0;
+  Dropout dropout;           // element = flat index into out
+};
+
+struct EmbeddingBackward {
+  void* dword; void* dtype; void* dpos;    // like the tables, F, accumulated; or null
+  void* dgamma; void* dbeta;               // (C) F, accumulated
+  void* scratch;                           // (2, N, C) A working memory
+  const void* dout;                        // (N, C) A
+  const void* sum; const void* mean; const void* rstd;
+  const void* gamma;
+  const int32_t* ids; const int32_t* types; const int32_t* positions;
+  int N = 0, C = 0;
+  Dropout dropout;
+};
+
+// ---- out = LayerNorm(dropout(inp + bias) + residual) ------------------------------------------------------
+// The post-LN sub-layer end (twice per encoder layer), and with no bias, residual or dropout the MLM head's plain
+// LayerNorm. LayerNorm over the last axis, eps 1e-12, biased variance.
+struct ResidualLayerNormForward {
+  void* out;                 // (N, C) A
+  void* sum;                 // (N, C) A: the LayerNorm input, saved; null only when bias and residual are null
+                             // and dropout is off (the input is then inp itself)
+  void* mean; void* rstd;    // (N) F, saved
+  const void* inp;           // (N, C) A
+  const void* bias;          // (C) W, or null
+  const void* residual;      // (N, C) A, or null
+  const void* gamma; const void* beta;  // (C) W
+  int N = 0, C = 0;
+  Dropout dropout;           // element = flat index into inp
+};
+
+// dinp = gradient of inp (through dropout), dresidual = gradient of residual (= the LayerNorm input's gradient).
+// dresidual is required whenever bias, residual or dropout is present.
+struct ResidualLayerNormBackward {
+  void* dinp;                // (N, C) A
+  void* dresidual;           // (N, C) A, or null
+  void* dbias;               // (C) F, accumulated; or null
+  void* dgamma; void* dbeta; // (C) F, accumulated
+  const void* dout;          // (N, C) A
+  const void* sum;           // (N, C) A: the forward's sum (or its inp when sum was null)
+  const void* mean; const void* rstd;
+  const void* gamma;
+  int N = 0, C = 0;
+  Dropout dropout;
+};
+
+// ---- variable-length multi-head self-attention ---------------------------------------------------------------
+// Sequences are compacted end to end: sequence s owns tokens [cu_seqlens[s], cu_seqlens[s+1]). Each query attends to
+// the keys of its own sequence only, with scores q.k / sqrt(D), softmax over keys, dropout on the probabilities, and
+// ctx = probs . v. Tokens at or past cu_seqlens[sequences] (the filler of a fixed token budget) get ctx 0, and
+// sequences may have length 0. The dropout element of (sequence s, head h, query i, key j), positions within the
+// sequence, is ((s * heads + h) * max_seqlen + i) * max_seqlen + j, so every backend draws the same mask.
+// `saved` holds what the backend keeps for the backward (Backend::attention_saved_bytes): the probabilities on
+// the CPU, per-row softmax statistics on a fused GPU kernel.
+struct AttentionForward {
+  void* ctx;                 // (N, H) A, H = heads * head_dim
+  void* saved;
+  const void* qkv;           // (N, 3H) A: q | k | v per token, head h at channels h*D .. h*D+D-1 of each third
+  const int32_t* cu_seqlens; // (sequences + 1) i32
+  int N = 0, sequences = 0;
+  int max_seqlen = 0;        // longest sequence a batch may hold (the run's seq_len)
+  int heads = 0, head_dim = 0;
+  Dropout dropout;
+};
+
+struct AttentionBackward {
+  void* dqkv;                // (N, 3H) A
+  void* workspace;           // Backend::attention_workspace_bytes
+  const void* dctx;          // (N, H) A
+  const void* ctx;           // (N, H) A, the forward's output
+  const void* qkv;           // (N, 3H) A
+  const void* saved;
+  const int32_t* cu_seqlens;
+  int N = 0, sequences = 0, max_seqlen = 0, heads = 0, head_dim = 0;
+  Dropout dropout;
+};
+
+// ---- rows of an activation (the heads read only the [CLS] tokens and the masked positions) -----------------
+struct GatherForward {
+  void* out;                 // (M, C) A
+  const void* inp;           // (N, C) A
+  const int32_t* rows;       // (M) i32, each in [0, N)
+  int M = 0, C = 0;
+};
+
+// dinp = the scatter of dout into the gathered rows, zero elsewhere (+= with accumulate); repeated rows add up.
+struct GatherBackward {
+  void* dinp;                // (N, C) A
+  const void* dout;          // (M, C) A
+  const int32_t* rows;       // (M) i32
+  int M = 0, N = 0, C = 0;
+  bool accumulate = false;
+};
+
+// ---- softmax cross-entropy with its loss statistics ----------------------------------------------------------
+// Rows of V logits (the MLM decoder's vocabulary, NSP's 2 classes), row stride ldl >= V (padded rows stay
+// aligned). With loss_i = logsumexp(logits_i) - logits_i[label_i] and argmax_i the first maximum:
+//   stats[0] += sum_i loss_weight_i * loss_i
+//   stats[1] += sum_i count_weight_i * [argmax_i == label_i]
+// A label outside [0, V) is an error on every row whose loss_weight or count_weight is not 0.
+struct CrossEntropyForward {
+  void* lse;                   // (M) F: the log-sum-exp of each row, saved
+  double* stats;               // (2) f64, accumulated
+  const void* logits;          // (M, ldl) A
+  const int32_t* labels;       // (M) i32
+  const float* loss_weight;    // (M) f32
+  const float* count_weight;   // (M) f32
+  int M = 0, V = 0, ldl = 0;
+};
+
+// dlogits = scale * loss_weight_i * (softmax(logits_i) - onehot(label_i)); dlogits may be logits itself.
+struct CrossEntropyBackward {
+  void* dlogits;               // (M, ldl) A
+  const void* logits;          // (M, ldl) A
+  const void* lse;             // (M) F
+  const int32_t* labels;
+  const float* loss_weight;
+  int M = 0, V = 0, ldl = 0;
+  float scale = 1;
+};
+
+// ---- the optimizer: global-norm clipping, gradient accumulation and LAMB, over flat buffers -----------------
+// A flat buffer (core/tensor_table.h) is walked in chunks: a chunk is a slice [begin, end) of one tensor, so one
+// chunk is one unit of parallel work and sums are taken per chunk, then in chunk order: results do not depend on
+// how the work is spread. The chunk list lives in backend memory; an op may cover a sub-range of it (a ZeRO shard).
+struct Chunks {
+  const int32_t* tensor;       // (count) i32: the table index of each chunk's tensor
+  const int64_t* begin;        // (count) i64: flat element offsets
+  const int64_t* end;
+  int first = 0, count = 0;    // the chunks this call covers: [first, first + count)
+};
+
+// The reference's tf.clip_by_global_norm over the chunks of g: scalars->grad_norm_sq = sum of g^2 (f64, chunk
+// order), scalars->clip_scale = max_grad_norm / norm when norm > max_grad_norm, else 1; a non-finite norm counts
+// in scalars->nonfinite (and clip_scale is left at 1). With `partial` set the op only writes the sum of squares
+// into *partial (a shard's share, for the caller to sum across ranks and finish with GradientClipFinish).
+struct GradientClip {
+  StepScalars* scalars;
+  double* partial;             // (1) f64, or null for the whole clip
+  const void* grads;           // flat F
+  Chunks chunks;
+};
+
+// Finishes a clip from the total sum of squares in scalars->grad_norm_sq (after a cross-rank sum of partials).
+struct GradientClipFinish {
+  StepScalars* scalars;
+};
+
+// sum += g * scalars->clip_scale * scale over the chunks, unless the last clip saw a non-finite norm.
+// (Gradient accumulation as the reference's: each micro-batch clipped on its own, then added as g / n.)
+struct GradientAccumulate {
+  void* sum;                   // flat F
+  const void* grads;           // flat F
+  const StepScalars* scalars;
+  Chunks chunks;
+  float scale = 1;
+};
+
+// LAMB, stage 1: with g = grads * (*grad_scale, or 1 when null),
+//   m = b1 m + (1 - b1) g,   v = b2 v + (1 - b2) g^2,
+//   u = (m * inv_bias_correction1) / (sqrt(v * inv_bias_correction2) + eps) + decay * w,
+// decay = weight_decay, or 0 for a tensor the table marks lamb_excluded; and per tensor of the chunks
+//   norms[2t] += |w|^2, norms[2t + 1] += |u|^2   (f64, chunk order; w before the update).
+// Does nothing when scalars->nonfinite > 0.
+struct LambMoments {
+  void* m; void* v;            // flat F
+  double* norms;               // (2 * tensors) f64, accumulated
+  const void* grads;           // flat F
+  const void* master;          // flat F
+  const uint8_t* excluded;     // (tensors) per tensor of the table
+  const float* grad_scale;     // f32 in backend memory (a clip scale), or null
+  const StepScalars* scalars;
+  Chunks chunks;
+  float beta1 = 0.9f, beta2 = 0.999f, epsilon = 1e-6f, weight_decay = 0.01f;
+  float one_minus_beta1 = 0.1f, one_minus_beta2 = 0.001f;  // formed in double by the caller, as the reference
+};
+
+// LAMB, stage 2: r = excluded or |w| = 0 or |u| = 0 ? 1 : |w| / |u| per tensor, then w -= r * learning_rate * u
+// (u recomputed from m, v and the old w), and the weight copy (W) written from the new w when it is a separate
+// buffer. Does nothing when scalars->nonfinite > 0.
+struct LambApply {
+  void* master;                // flat F
+  void* weights;               // flat W, or null when the ops read the master weights directly
+  const void* m; const void* v;
+  const double* norms;         // (2 * tensors) f64, the totals over the whole buffer
+  const uint8_t* excluded;
+  const StepScalars* scalars;
+  Chunks chunks;
+  float epsilon = 1e-6f, weight_decay = 0.01f;
+};
 
 }  // namespace bertperf::ops

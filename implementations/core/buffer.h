@@ -48,33 +48,37 @@ class AlignedBuffer {
   size_t count_ = 0;
 };
 
-// Activations: one allocation carved up at start-up. `take` hands out aligned slices; the model
-// takes all of its buffers once, so nothing is allocated inside a training step.
-// A measuring arena (the default constructor) hands out null pointers and only counts, so a
-// model can size its real arena by running the same carving code once.
+// Activations: one block of memory carved up at start-up. `take` hands out aligned slices; the model takes all of
+// its buffers once, so nothing is allocated inside a training step. The block may be any memory (host, or a
+// backend's device memory): the arena only does the arithmetic.
+// A measuring arena (the default constructor) hands out null pointers and only counts, so a model can size its
+// real block by running the same carving code once.
 class Arena {
  public:
   Arena() = default;
-  explicit Arena(size_t bytes) : memory_(bytes), measuring_(false) {}
+  Arena(void* base, size_t bytes) : base_(static_cast<unsigned char*>(base)), capacity_(bytes), measuring_(false) {}
 
   template <typename T>
   T* take(size_t count) {
-    const size_t bytes = align_up(count * sizeof(T));
+    return static_cast<T*>(take_bytes(count * sizeof(T)));
+  }
+  void* take_bytes(size_t bytes) {
+    bytes = align_up(bytes);
     if (measuring_) {
       used_ += bytes;
       return nullptr;
     }
-    BERT_CHECK(used_ + bytes <= memory_.size(), "arena exhausted: need ", used_ + bytes, " bytes, have ",
-               memory_.size());
-    T* out = reinterpret_cast<T*>(memory_.data() + used_);
+    BERT_CHECK(used_ + bytes <= capacity_, "arena exhausted: need ", used_ + bytes, " bytes, have ", capacity_);
+    void* out = base_ + used_;
     used_ += bytes;
     return out;
   }
   size_t used() const { return used_; }
-  size_t capacity() const { return memory_.size(); }
+  size_t capacity() const { return capacity_; }
 
  private:
-  AlignedBuffer<unsigned char> memory_;
+  unsigned char* base_ = nullptr;
+  size_t capacity_ = 0;
   bool measuring_ = true;
   size_t used_ = 0;
 };

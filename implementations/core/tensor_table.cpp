@@ -3,7 +3,7 @@
 
 namespace bertperf {
 
-size_t TensorTable::add(const std::string& name, std::vector<int64_t> shape) {
+size_t TensorTable::add(const std::string& name, std::vector<int64_t> shape, bool lamb_excluded) {
   BERT_CHECK(!index_.count(name), "tensor '", name, "' added twice");
   size_t numel = 1;
   for (int64_t d : shape) {
@@ -12,7 +12,7 @@ size_t TensorTable::add(const std::string& name, std::vector<int64_t> shape) {
   }
   // 64 floats = 256 bytes: every tensor starts on an aligned boundary.
   const size_t offset = align_up(total_, kAlignment / sizeof(float));
-  tensors_.push_back({name, offset, std::move(shape), numel});
+  tensors_.push_back({name, offset, std::move(shape), numel, lamb_excluded});
   index_[name] = tensors_.size() - 1;
   total_ = offset + numel;
   return tensors_.size() - 1;

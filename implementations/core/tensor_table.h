@@ -20,12 +20,13 @@ struct TensorInfo {
   size_t offset = 0;           // in elements from the start of the flat buffer
   std::vector<int64_t> shape;  // TF shape; kernels are [in, out]
   size_t numel = 0;
+  bool lamb_excluded = false;  // LAMB applies neither weight decay nor the trust ratio (LayerNorm and bias variables)
 };
 
 class TensorTable {
  public:
   // Appends a tensor at the next aligned offset and returns its index.
-  size_t add(const std::string& name, std::vector<int64_t> shape);
+  size_t add(const std::string& name, std::vector<int64_t> shape, bool lamb_excluded = false);
 
   const std::vector<TensorInfo>& tensors() const { return tensors_; }
   size_t size() const { return tensors_.size(); }

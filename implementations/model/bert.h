@@ -1,79 +1,80 @@
-// The BERT pretraining model, written once against the op vocabulary (backends/ops.h): embeddings,
-// post-LN encoder layers, pooler, the MLM head at the masked positions only (decoder tied to the
-// word embeddings, plus output bias) and the NSP head. loss = MLM (the reference's weighting
-// sum(w * loss) / (sum(w) + 1e-5)) + NSP (mean over sequences).
+// The BERT pretraining model, written once against the op vocabulary (backends/ops.h) and run on the backend it
+// is handed: embeddings, post-LN encoder layers with a fused QKV projection and variable-length attention, the
+// pooler and NSP head on each sequence's [CLS], and the MLM head at the masked positions only (decoder tied to the
+// word embeddings, plus output bias). Loss = MLM (the reference's weighting sum(w * loss) / (sum(w) + 1e-5)) + NSP
+// (mean over sequences); the weights come with the batch (model/batch_stage.h), so the model only sums.
 //
-// Activations live in one arena sized at construction for the largest batch the model will see;
-// forward and backward allocate nothing.
+// The model owns its activations (one arena in backend memory, sized at construction for the largest batch) and
+// its loss statistics; it does not own parameters: forward and backward take the flat weight buffer (W) and the
+// flat gradient buffer (F) laid out by the parameter table. Nothing is allocated in forward or backward.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 
+#include "backends/backend.h"
 #include "core/buffer.h"
-#include "model/batch.h"
+#include "data/batch.h"
+#include "model/batch_stage.h"
 #include "model/bert_config.h"
 #include "model/bert_params.h"
 
 namespace bertperf {
 
-// Largest batch a model instance must handle; fixes the arena size.
-struct BatchShape {
-  int rows = 0;            // B
-  int seq_len = 0;         // S
-  int predictions = 0;     // M, masked-LM slots in the whole batch
-  int sequences = 0;       // NSP entries in the whole batch (B, or more when packed)
-};
-
-struct BertOutputs {
-  float mlm_loss = 0;
-  float nsp_loss = 0;
-  float total_loss = 0;
-  // Masked-LM accuracy parts: sum of w * [argmax == label] and sum of w.
-  double mlm_correct = 0;
-  double mlm_weight = 0;
+// The loss statistics the forward passes accumulate (model stats() in backend memory, read with read_stats()).
+struct LossStats {
+  double mlm_loss = 0;     // sum over rows of mlm_loss_weight * loss
+  double mlm_correct = 0;  // sum over rows of mlm_count_weight * [argmax == label]
+  double nsp_loss = 0;
   double nsp_correct = 0;
 };
 
+// Called by the backward as the gradients of a flat element range [begin, end) become final (the heads, then each
+// encoder layer from the last, then the embeddings), so a reducer can start on them while the backward goes on.
+using GradientsReady = std::function<void(size_t begin, size_t end)>;
+
 class BertModel {
  public:
-  BertModel(const BertConfig& config, BatchShape max_shape);
+  BertModel(Backend& backend, const BertConfig& config, const TensorTable& table, BatchCapacity capacity);
   ~BertModel();
   BertModel(const BertModel&) = delete;
   BertModel& operator=(const BertModel&) = delete;
 
-  // Runs the forward pass and keeps what the backward needs. `training` turns dropout on, with
-  // masks keyed by (dropout_seed, step, site).
-  BertOutputs forward(const FlatTensors& params, const Batch& batch, bool training, uint64_t dropout_seed,
-                      uint32_t step);
-  // Accumulates d(total_loss)/d(params) of the last forward into grads (same table as params).
-  void backward(const FlatTensors& params, FlatTensors& grads, const Batch& batch);
+  // Runs the forward pass, keeps what the backward needs, and adds the batch's loss statistics to stats().
+  // `training` turns dropout on, with masks keyed by (counter->seed, counter->step + step_offset, site).
+  void forward(const DeviceBatch& batch, const void* weights, bool training, const ops::DropoutCounter* counter,
+               uint32_t step_offset);
+  // Accumulates loss_scale * d(loss)/d(params) of the last forward into grads. `ready` (optional) hears of every
+  // range of grads as it becomes final.
+  void backward(const DeviceBatch& batch, const void* weights, void* grads, float loss_scale,
+                const GradientsReady& ready = {});
 
-  // The last forward's logits: MLM (M, V) and NSP (num_sequences, 2).
-  const float* mlm_logits() const;
-  const float* nsp_logits() const;
+  double* stats();            // (4) f64 in backend memory: the LossStats fields in order
+  void zero_stats();
+  LossStats read_stats();     // one download
+
+  // The last forward's MLM logits, (predictions, mlm_logits_stride()) A, for tests.
+  const void* mlm_logits() const;
+  int mlm_logits_stride() const;
+  const void* nsp_logits() const;  // (sequences, 2) A
   size_t arena_bytes() const;
   const BertConfig& config() const { return config_; }
+  Backend& backend() const { return backend_; }
 
  private:
   struct Activations;
+  Backend& backend_;
   BertConfig config_;
-  BatchShape max_shape_;
-  Arena arena_;
+  BatchCapacity capacity_;
+  BertOffsets offsets_;
+  size_t table_elements_;
+  DeviceBuffer arena_memory_;
   std::unique_ptr<Activations> acts_;
-  // Views of the last parameter and gradient buffers: looking tensors up by name allocates, so a
-  // view is rebuilt only when a different buffer is passed, and steps after the first allocate
-  // nothing.
-  const BertView<const float>& params_view(const FlatTensors& params);
-  const BertView<float>& grads_view(FlatTensors& grads);
-  BertView<const float> params_view_;
-  const float* params_view_base_ = nullptr;
-  BertView<float> grads_view_;
-  float* grads_view_base_ = nullptr;
-  // Dropout state of the last forward, reused by its backward.
+  // Dropout of the last forward, reused by its backward.
   bool training_ = false;
-  uint64_t dropout_seed_ = 0;
-  uint32_t step_ = 0;
+  const ops::DropoutCounter* counter_ = nullptr;
+  uint32_t step_offset_ = 0;
 };
 
 }  // namespace bertperf

@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-#include "harness/train_config.h"
+#include "optim/hyperparams.h"
 
 namespace bertperf {
 

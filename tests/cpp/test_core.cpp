@@ -106,7 +106,8 @@ TEST(Arena, MeasuringModeSizesTheRealArena) {
   EXPECT_EQ(measuring.used(), 256u + 1024u + 256u + 256u);
   EXPECT_EQ(measuring.capacity(), 0u);
 
-  Arena real(measuring.used());
+  AlignedBuffer<unsigned char> memory(measuring.used());
+  Arena real(memory.data(), memory.size());
   const std::vector<void*> slices = carve(real);
   std::set<void*> distinct(slices.begin(), slices.end());
   EXPECT_EQ(distinct.size(), slices.size());

@@ -1,0 +1,116 @@
+// The per-element and per-row math every backend shares, as inline functions callable from host and device code
+// (BERT_HOST_DEVICE, core/philox.h): the reference's tanh-GELU and its derivative, the LayerNorm element formulas,
+// the cross-entropy row, the LAMB element update, and dropout (Philox itself is core/philox.h). The CPU kernels
+// (backends/cpu) and the CUDA kernels (backends/cuda) both call these, so the formulas exist once; the CPU tests
+// exercise them against finite differences and direct formulas.
+//
+// Functions that need tanh or exp take them as a callable, so each backend supplies its fast version (the CPU's
+// vectorisable approximations, the GPU's intrinsics) and the formula around it stays shared.
+#pragma once
+
+#include <cstdint>
+
+#include "core/philox.h"
+
+namespace bertperf::kmath {
+
+// sqrt(2/pi) and the cubic coefficient of the reference's GELU.
+inline constexpr double kGeluScale = 0.7978845608028654;
+inline constexpr double kGeluCubic = 0.044715;
+
+// 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+template <typename T, typename Tanh>
+BERT_HOST_DEVICE T gelu(T x, Tanh tanh_fn) {
+  const T s = T(kGeluScale), a = T(kGeluCubic);
+  return T(0.5) * x * (T(1) + tanh_fn(s * (x + a * x * x * x)));
+}
+
+// d gelu / dx
+template <typename T, typename Tanh>
+BERT_HOST_DEVICE T gelu_grad(T x, Tanh tanh_fn) {
+  const T s = T(kGeluScale), a = T(kGeluCubic);
+  const T t = tanh_fn(s * (x + a * x * x * x));
+  const T du = s * (T(1) + T(3) * a * x * x);
+  return T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * du;
+}
+
+// d tanh / dx from the output y = tanh(x).
+template <typename T>
+BERT_HOST_DEVICE T tanh_grad_from_output(T y) {
+  return T(1) - y * y;
+}
+
+// ---- LayerNorm (eps 1e-12, biased variance) ---------------------------------------------------------------
+// rstd from the row's mean square deviation sum((x - mean)^2) / C.
+template <typename T, typename Sqrt>
+BERT_HOST_DEVICE T layernorm_rstd(T variance, Sqrt sqrt_fn) {
+  return T(1) / sqrt_fn(variance + T(1e-12f));
+}
+
+// y = (x - mean) * rstd * gamma + beta
+template <typename T>
+BERT_HOST_DEVICE T layernorm_out(T x, T mean, T rstd, T gamma, T beta) {
+  return (x - mean) * rstd * gamma + beta;
+}
+
+// dx = rstd * (dy * gamma - mean(dy * gamma) - xhat * mean(dy * gamma * xhat)), with g_mean and gx_mean those two
+// row means.
+template <typename T>
+BERT_HOST_DEVICE T layernorm_dx(T dy, T gamma, T xhat, T rstd, T g_mean, T gx_mean) {
+  return rstd * (dy * gamma - g_mean - xhat * gx_mean);
+}
+
+// ---- dropout -----------------------------------------------------------------------------------------------
+// The multiplier of element `element`: 1/(1-p) when kept, 0 when dropped.
+template <typename T>
+BERT_HOST_DEVICE T dropout_multiplier(RngKey key, uint64_t element, float drop_prob, T keep_scale) {
+  return dropout_keep(key, element, drop_prob) ? keep_scale : T(0);
+}
+
+// The attention-probability dropout element of (sequence s, head h, query i, key j), positions within the
+// sequence (ops.h, AttentionForward).
+BERT_HOST_DEVICE uint64_t attention_dropout_element(int64_t s, int h, int i, int j, int heads, int max_seqlen) {
+  return ((static_cast<uint64_t>(s) * heads + h) * max_seqlen + i) * static_cast<uint64_t>(max_seqlen) + j;
+}
+
+// ---- softmax cross-entropy row -----------------------------------------------------------------------------
+// loss = logsumexp(x) - x[label]
+template <typename T>
+BERT_HOST_DEVICE T cross_entropy_loss(T lse, T x_label) {
+  return lse - x_label;
+}
+
+// d loss / d x_j = scale * (softmax_j - [j == label]), softmax_j = exp(x_j - lse).
+template <typename T, typename Exp>
+BERT_HOST_DEVICE T cross_entropy_grad(T x, T lse, bool is_label, T scale, Exp exp_fn) {
+  return scale * (exp_fn(x - lse) - (is_label ? T(1) : T(0)));
+}
+
+// ---- LAMB element update -----------------------------------------------------------------------------------
+struct LambElementParams {
+  float beta1, one_minus_beta1, beta2, one_minus_beta2;
+  float inv_bias_correction1, inv_bias_correction2;
+  float epsilon;
+  float decay;  // weight_decay, or 0 for an excluded tensor
+};
+
+// The moments after gradient g.
+template <typename T>
+BERT_HOST_DEVICE void lamb_moments(T& m, T& v, T g, const LambElementParams& p) {
+  m = T(p.beta1) * m + T(p.one_minus_beta1) * g;
+  v = T(p.beta2) * v + T(p.one_minus_beta2) * g * g;
+}
+
+// The update direction u = (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps) + decay * w.
+template <typename T, typename Sqrt>
+BERT_HOST_DEVICE T lamb_direction(T m, T v, T w, const LambElementParams& p, Sqrt sqrt_fn) {
+  return (m * T(p.inv_bias_correction1)) / (sqrt_fn(v * T(p.inv_bias_correction2)) + T(p.epsilon)) +
+         T(p.decay) * w;
+}
+
+// The trust ratio of a tensor from |w| and |u| (f64 norms): 1 for an excluded tensor or a zero norm.
+BERT_HOST_DEVICE float lamb_trust_ratio(double w_norm, double u_norm, bool excluded) {
+  return (excluded || !(w_norm > 0) || !(u_norm > 0)) ? 1.0f : static_cast<float>(w_norm / u_norm);
+}
+
+}  // namespace bertperf::kmath

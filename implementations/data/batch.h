@@ -1,0 +1,45 @@
+// One training or eval micro-batch as the data pipeline hands it to the trainer: the sequences' tokens compacted
+// end to end (no padding between them), their boundaries as cumulative offsets, and the masked-LM and
+// next-sentence targets. Fixed-length, variable-length and packed shards all become this one form, so the model
+// never computes on padding.
+//
+// Every array has a fixed capacity for the whole run (the reader's batch_rows rows of seq_len tokens), so a batch
+// always has one shape: the part past the real content is filler (token 0, zero weights, empty sequences), which a
+// backend with static shapes (a replayed CUDA graph) computes on harmlessly and the CPU skips.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace bertperf {
+
+// The fixed sizes of every batch of a run.
+struct BatchCapacity {
+  int tokens = 0;       // rows x seq_len
+  int sequences = 0;    // rows, or rows x max_sequences_per_row when packed
+  int predictions = 0;  // masked-LM slots
+  int max_seqlen = 0;   // seq_len: the longest sequence
+};
+
+struct Batch {
+  BatchCapacity capacity;
+  int tokens = 0;       // real tokens: cu_seqlens[sequences]
+  int sequences = 0;    // real sequences
+  int predictions = 0;  // masked-LM slots in use (real predictions, plus weight-0 slots when the reader pads them)
+  // Per token, (capacity.tokens); filler 0.
+  std::vector<int32_t> input_ids;
+  std::vector<int32_t> segment_ids;
+  std::vector<int32_t> position_ids;   // 0, 1, ... within each sequence
+  // (capacity.sequences + 1): sequence s owns tokens [cu_seqlens[s], cu_seqlens[s+1]); its [CLS] is token
+  // cu_seqlens[s]. Entries past `sequences` repeat `tokens`.
+  std::vector<int32_t> cu_seqlens;
+  // Next-sentence labels, (capacity.sequences): 0 = IsNext, 1 = random next; filler 0.
+  std::vector<int32_t> nsp_labels;
+  // Masked-LM targets, (capacity.predictions): token index, original token id, and weight (1 for a real
+  // prediction, 0 for an empty slot or filler, which points at token 0 with label 0).
+  std::vector<int32_t> mlm_positions;
+  std::vector<int32_t> mlm_labels;
+  std::vector<float> mlm_weights;
+};
+
+}  // namespace bertperf

@@ -1,0 +1,53 @@
+// The distributed context of a job: who this process is among the ranks and the host work they share (seeds,
+// statuses, barriers). Built once in main: with MPI built in and the process started by a launcher (Open MPI's
+// mpirun, Slurm's srun), it spans the job's ranks; otherwise it is a world of one and every collective is the
+// identity, so the trainer has one code path for one core and for many nodes.
+//
+// A failure on any rank ends the whole job: abort() takes every rank down (MPI_Abort), and main calls it when a
+// command fails on a job of more than one rank.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace bertperf {
+
+class DistContext {
+ public:
+  // MPI when launched by mpirun or srun (and built with MPI), else a world of one.
+  static std::unique_ptr<DistContext> create();
+  // A world of one, for tests and single-process tools.
+  static std::unique_ptr<DistContext> single();
+  ~DistContext();  // finalises MPI (after every user of it, NCCL included, has shut down)
+  DistContext(const DistContext&) = delete;
+  DistContext& operator=(const DistContext&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  bool is_root() const { return rank_ == 0; }
+  int local_rank() const { return local_rank_; }  // among the ranks of this node
+  int local_size() const { return local_size_; }
+  int node() const { return node_; }              // 0 .. nodes()-1
+  int nodes() const { return nodes_; }
+  const std::string& host() const { return host_; }
+  bool mpi() const { return mpi_; }
+
+  // In-place sums over ranks of host memory.
+  void allreduce_sum(double* data, size_t count);
+  void allreduce_sum(float* data, size_t count);
+  // Rank 0's value everywhere.
+  void broadcast(uint64_t& value);
+  void barrier();
+  // Ends every rank of the job with `code`; returns only on a world of one (it does nothing there).
+  void abort(int code);
+
+ private:
+  DistContext() = default;
+  int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1, node_ = 0, nodes_ = 1;
+  std::string host_;
+  bool mpi_ = false;
+};
+
+}  // namespace bertperf

@@ -1,0 +1,59 @@
+// A batch in backend memory, and the stage that puts it there: a host Batch (data/batch.h) is packed into one
+// pinned block, with the loss weights the model sums by, and uploaded in one copy (asynchronous on a GPU, so the
+// next batch travels while the current step runs). A stage is sized once for the run's capacity and allocates
+// nothing per batch.
+//
+// Loss weights. Training (MEAN) uses the reference's per-batch means: mlm_loss_weight = w / (sum w + 1e-5) and
+// nsp_loss_weight = 1 / sequences, so the model's summed statistics are the batch's MLM and NSP losses. Eval (SUM)
+// uses plain sums (mlm_loss_weight = w, nsp_loss_weight = 1) so batches add up over the eval set. Count weights are
+// w for the MLM accuracy and 1 for each real sequence; filler has weight 0 everywhere.
+#pragma once
+
+#include <cstdint>
+
+#include "backends/backend.h"
+#include "data/batch.h"
+
+namespace bertperf {
+
+struct DeviceBatch {
+  const int32_t* input_ids = nullptr;       // (capacity.tokens)
+  const int32_t* segment_ids = nullptr;
+  const int32_t* position_ids = nullptr;
+  const int32_t* cu_seqlens = nullptr;      // (capacity.sequences + 1)
+  const int32_t* nsp_labels = nullptr;      // (capacity.sequences)
+  const float* nsp_loss_weight = nullptr;
+  const float* nsp_count_weight = nullptr;
+  const int32_t* mlm_positions = nullptr;   // (capacity.predictions)
+  const int32_t* mlm_labels = nullptr;
+  const float* mlm_loss_weight = nullptr;
+  const float* mlm_count_weight = nullptr;
+  // The sizes the ops run at: the batch's real ones, or the capacities on a backend with static shapes.
+  int tokens = 0, sequences = 0, predictions = 0;
+  int max_seqlen = 0;
+  // The real sizes, for the host's counts.
+  int real_sequences = 0;
+  double mlm_weight = 0;  // sum of the real predictions' weights
+};
+
+enum class LossWeighting { MEAN, SUM };
+
+class BatchStage {
+ public:
+  BatchStage(Backend& backend, BatchCapacity capacity);
+  // Packs `batch` (which must have this stage's capacity) and starts its upload; the returned batch is valid until
+  // the next stage() call. Host checks here are cheap (sizes, not token values: the reader validated those).
+  const DeviceBatch& stage(const Batch& batch, LossWeighting weighting);
+  const DeviceBatch& device() const { return device_; }
+  const BatchCapacity& capacity() const { return capacity_; }
+
+ private:
+  Backend& backend_;
+  BatchCapacity capacity_;
+  size_t bytes_ = 0;
+  DeviceBuffer host_;    // PINNED
+  DeviceBuffer memory_;  // DEVICE
+  DeviceBatch device_;
+};
+
+}  // namespace bertperf
