@@ -12,12 +12,13 @@
 #include <random>
 
 #include "cli/args.h"
-#include "backends/cpu/cpu_ops.h"
-#include "core/threading.h"
+#include "backends/backend.h"
+#include "dist/reducer.h"
 #include "harness/train_config.h"
+#include "harness/train_step.h"
 #include "model/bert.h"
+#include "model/param_buffers.h"
 #include "optim/lamb.h"
-#include "optim/lr_schedule.h"
 
 namespace bertperf::cli {
 
@@ -45,16 +46,19 @@ double step_flops(const BertConfig& c, int B, int S, int P) {
   return 3 * (c.num_hidden_layers * per_layer + heads);
 }
 
+// A batch of B full-length sequences of S tokens with P masked-LM predictions each, in the reader's compacted
+// form (data/batch.h).
 Batch random_batch(int B, int S, int P, int V, uint32_t seed) {
   std::mt19937 rng(seed);
   Batch b;
-  b.rows = B, b.seq_len = S;
+  b.capacity = {B * S, B, B * P, S};
+  b.tokens = B * S, b.sequences = B, b.predictions = B * P;
   for (int r = 0; r < B; ++r) {
+    b.cu_seqlens.push_back(r * S);
     for (int s = 0; s < S; ++s) {
       b.input_ids.push_back(5 + int(rng() % (V - 5)));
       b.segment_ids.push_back(s >= S / 2);
       b.position_ids.push_back(s);
-      b.seq_id.push_back(1);
     }
     std::vector<int> slots(S - 1);
     for (int s = 0; s < S - 1; ++s) slots[s] = s + 1;
@@ -64,21 +68,22 @@ Batch random_batch(int B, int S, int P, int V, uint32_t seed) {
       b.mlm_labels.push_back(5 + int(rng() % (V - 5)));
       b.mlm_weights.push_back(1.0f);
     }
-    b.cls_positions.push_back(r * S);
     b.nsp_labels.push_back(int(rng() % 2));
   }
+  b.cu_seqlens.push_back(B * S);
   return b;
 }
 
 }  // namespace
 
-int cmd_bench_step(const Args& args) {
+int cmd_bench_step(const Args& args, DistContext& dist) {
   const Options opt(args,
-                    {"model", "config", "batch", "seq-len", "predictions", "threads", "warmup", "steps", "repeats"},
+                    {"model", "config", "backend", "batch", "seq-len", "predictions", "threads", "warmup", "steps",
+                     "repeats"},
                     {"help"});
   if (opt.flag("help")) {
-    std::cout << "usage: bertperf bench-step [--model mini|base|large | --config CONFIG.json] [--batch 32]\n"
-                 "                          [--seq-len 128] [--predictions P] [--threads N] [--warmup 2]\n"
+    std::cout << "usage: bertperf bench-step [--model mini|base|large | --config CONFIG.json] [--backend cpu|cuda]\n"
+                 "                          [--batch 32] [--seq-len 128] [--predictions P] [--threads N] [--warmup 2]\n"
                  "                          [--steps 5] [--repeats 3]\n"
                  "  --model   a standard shape: mini (L4 H256), base (L12 H768) or large (L24 H1024)\n"
                  "  --config  the model, batch, sequence length, predictions and threads of a train config\n"
@@ -88,12 +93,14 @@ int cmd_bench_step(const Args& args) {
   if (opt.get("model") && opt.get("config")) throw_input("command line", "give --model or --config, not both");
   std::string model_name = opt.get("model").value_or("mini");
   BertConfig config;
-  int B = 32, S = 128, P = 0, threads_wanted = 0;
+  int B = 32, S = 128, P = 0;
+  BackendOptions backend_wanted;
   if (auto path = opt.get("config")) {
     const TrainConfig train = load_train_config(*path, false);
     model_name = train.benchmark + "/" + train.system;
     config = train.model;
-    B = train.local_batch_size, S = train.seq_len, P = train.max_predictions, threads_wanted = train.threads;
+    B = train.local_batch_size, S = train.seq_len, P = train.max_predictions;
+    backend_wanted = train.backend;
   } else {
     config = bench_shape(model_name);
   }
@@ -106,27 +113,27 @@ int cmd_bench_step(const Args& args) {
   if (B <= 0 || S <= 1 || S > config.max_position_embeddings || P <= 0 || P >= S || steps <= 0 || repeats <= 0 ||
       warmup < 0)
     throw_input("command line", "batch, seq-len, predictions, steps and repeats must be positive, predictions < seq-len");
-  const int threads = set_cpu_threads(int(opt.integer("threads", threads_wanted)));
+  BackendOptions backend_options = backend_wanted;
+  if (opt.get("threads")) backend_options.threads = int(opt.integer("threads", 0));
+  if (auto name = opt.get("backend")) backend_options.name = *name;
+  const std::unique_ptr<Backend> backend = make_backend(backend_options);
 
   const TensorTable table = bert_parameter_table(config);
-  FlatTensors params(table), grads(table);
-  bert_init_parameters(params, config, 1);
+  FlatTensors host(table);
+  bert_init_parameters(host, config, 1);
+  ParamBuffers params(*backend, table);
+  params.upload(host);
   LambHyperparams hp;
   hp.learning_rate = 1e-4;
   hp.train_steps = 1000000;
-  Lamb lamb(table, hp);
-  GradAccumulator accumulator(table, 1, hp.max_grad_norm);
+  Lamb lamb(*backend, table, hp);
   const Batch batch = random_batch(B, S, P, config.vocab_size, 1);
-  BertModel model(config, {B, S, B * P, B});
-  uint32_t step_index = 0;
-  auto step = [&] {
-    model.forward(params, batch, true, 1, step_index++);
-    grads.zero();
-    model.backward(params, grads, batch);
-    accumulator.reset();
-    accumulator.add(grads);
-    lamb.step(params, accumulator.gradient(), learning_rate(hp, lamb.steps_taken()));
-  };
+  BertModel model(*backend, config, table, batch.capacity);
+  const std::unique_ptr<GradReducer> reducer = make_grad_reducer(*backend, dist);
+  TrainStep train_step(*backend, model, params, lamb, *reducer, {.seed = 1}, batch.capacity);
+  const std::vector<const Batch*> micro = {&batch};
+  int64_t step_index = 0;
+  auto step = [&] { train_step.run(micro, step_index++); };
   for (int i = 0; i < warmup; ++i) step();
 
   const double flops = step_flops(config, B, S, P);
@@ -139,21 +146,23 @@ int cmd_bench_step(const Args& args) {
     rusage usage{};
     getrusage(RUSAGE_SELF, &usage);
     std::printf(
-        "{\"bench\": \"bertperf_step\", \"model\": \"%s\", \"batch\": %d, \"seq_len\": %d, \"predictions\": %d, "
-        "\"threads\": %d, \"params\": %zu, %s\"step_s\": %.5f, \"seqs_per_s\": %.3f, \"gflops\": %.1f, "
+        "{\"bench\": \"bertperf_step\", \"model\": \"%s\", \"backend\": \"%s\", \"batch\": %d, \"seq_len\": %d, "
+        "\"predictions\": %d, \"threads\": %d, \"params\": %zu, %s\"step_s\": %.5f, \"seqs_per_s\": %.3f, \"gflops\": %.1f, "
         "\"gemm_share\": %.3f, \"gemm_gflops\": %.1f, \"arena_mib\": %.1f, \"peak_rss_mib\": %.1f}\n",
-        model_name.c_str(), B, S, P, threads, param_count, extra.c_str(), r.step_s, B / r.step_s,
+        model_name.c_str(), backend->name().c_str(), B, S, P, backend_options.threads, param_count, extra.c_str(), r.step_s, B / r.step_s,
         flops / r.step_s * 1e-9, r.gemm_s / r.step_s, r.gemm_s > 0 ? r.gemm_flops / r.gemm_s * 1e-9 : 0.0,
         model.arena_bytes() / 1048576.0, usage.ru_maxrss / 1024.0);
     std::fflush(stdout);
   };
-  cpu::GemmProfile& gemm = cpu::gemm_profile();
+  Backend::GemmProfile none;
+  Backend::GemmProfile& gemm = backend->gemm_profile() ? *backend->gemm_profile() : none;
   gemm.enabled = true;
   Repeat best{1e300, 0, 0};
   for (int r = 0; r < repeats; ++r) {
     gemm.seconds = gemm.flops = 0;
     const auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < steps; ++i) step();
+    backend->synchronize();
     const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / steps;
     const Repeat this_repeat{dt, gemm.seconds / steps, gemm.flops / steps};
     if (dt < best.step_s) best = this_repeat;

@@ -24,7 +24,7 @@ constexpr const char* kUsage =
 
 }  // namespace
 
-int cmd_convert_checkpoint(const Args& args) {
+int cmd_convert_checkpoint(const Args& args, DistContext&) {
   const Options opts(args, {"tf1", "bert-config", "out"}, {"help"});
   if (opts.flag("help")) {
     std::cout << kUsage;

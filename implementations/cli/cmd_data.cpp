@@ -54,7 +54,7 @@ std::vector<std::string> split_commas(const std::string& list) {
 
 }  // namespace
 
-int cmd_data(const Args& args) {
+int cmd_data(const Args& args, DistContext&) {
   const Options opts(args,
                      {"input", "vocab", "out", "seed", "dupe-factor", "max-seq-length", "max-predictions",
                       "masked-lm-prob", "short-seq-prob", "layout", "eval-samples", "shards", "threads"},

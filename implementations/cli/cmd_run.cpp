@@ -20,7 +20,6 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "core/errors.h"
-#include "dist/communicator.h"
 #include "harness/system_description.h"
 #include "harness/timed_run.h"
 #include "harness/train_config.h"
@@ -205,7 +204,7 @@ RunSummary summarize_log(const fs::path& path) {
 
 }  // namespace
 
-int cmd_run_once(const Args& args) {
+int cmd_run_once(const Args& args, DistContext& dist) {
   const Options opts(args, {"config", "log", "system-file", "seed"}, {"stdout", "no-progress", "help"});
   if (opts.flag("help")) {
     std::cout << kRunOnceUsage;
@@ -218,7 +217,7 @@ int cmd_run_once(const Args& args) {
   if (!log_path.parent_path().empty() && !fs::is_directory(log_path.parent_path()))
     throw_input(log_path.string(), "the directory for the log does not exist");
 
-  Communicator& world = Communicator::world();
+  DistContext& world = dist;
   if (world.size() != config.ranks)
     throw_input(config.source, cat("the config wants ", config.ranks, " ranks but this process is one of ",
                                    world.size(), "; launch with `mpirun -np ", config.ranks,
@@ -238,7 +237,7 @@ int cmd_run_once(const Args& args) {
                                            .file = temp ? temp->path().string() : "",
                                            .name_space = "",
                                            .rank = world.rank()});
-  const TimedRunResult result = timed_run(config, system, log, options);
+  const TimedRunResult result = timed_run(config, system, log, options, dist, train_session_factory(dist));
   log.close_file();
   if (temp) {
     temp->commit();
@@ -251,7 +250,7 @@ int cmd_run_once(const Args& args) {
   return result.success ? 0 : kExitAborted;
 }
 
-int cmd_run(const Args& args) {
+int cmd_run(const Args& args, DistContext&) {
   const Options opts(args, {"config", "out", "runs", "system-file", "mpirun", "mpirun-args"},
                      {"resume", "no-progress", "help"});
   if (opts.flag("help")) {

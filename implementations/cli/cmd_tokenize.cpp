@@ -72,7 +72,7 @@ struct Chunk {
 
 }  // namespace
 
-int cmd_tokenize(const Args& args) {
+int cmd_tokenize(const Args& args, DistContext&) {
   const Options opts(args, {"vocab", "input", "threads"}, {"ids", "count", "help"});
   if (opts.flag("help")) {
     std::cout << kUsage;

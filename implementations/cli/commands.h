@@ -6,21 +6,24 @@
 #include <string>
 #include <vector>
 
+#include "dist/context.h"
+
 namespace bertperf::cli {
 
 using Args = std::vector<std::string>;
 
-int cmd_train(const Args& args);
-int cmd_run(const Args& args);
-int cmd_run_once(const Args& args);
-int cmd_bench_step(const Args& args);
-int cmd_data(const Args& args);
-int cmd_tokenize(const Args& args);
-int cmd_convert_checkpoint(const Args& args);
+// Every command gets the job's distributed context (a world of one unless launched by mpirun or srun).
+int cmd_train(const Args& args, DistContext& dist);
+int cmd_run(const Args& args, DistContext& dist);
+int cmd_run_once(const Args& args, DistContext& dist);
+int cmd_bench_step(const Args& args, DistContext& dist);
+int cmd_data(const Args& args, DistContext& dist);
+int cmd_tokenize(const Args& args, DistContext& dist);
+int cmd_convert_checkpoint(const Args& args, DistContext& dist);
 
 struct Command {
   const char* name;
-  int (*run)(const Args&);
+  int (*run)(const Args&, DistContext&);
   const char* summary;
 };
 

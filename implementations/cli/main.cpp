@@ -4,9 +4,12 @@
 #include <exception>
 #include <iomanip>
 #include <iostream>
+#include <memory>
+#include <string>
 
 #include "cli/commands.h"
 #include "core/errors.h"
+#include "dist/context.h"
 
 namespace {
 
@@ -27,17 +30,24 @@ int main(int argc, char** argv) {
   const bertperf::cli::Args args(argv + 2, argv + argc);
   for (const auto& c : bertperf::cli::kCommands) {
     if (name != c.name) continue;
+    std::unique_ptr<bertperf::DistContext> dist;
+    // A failure on one rank of a job ends every rank (an abort), so nothing waits on it forever.
+    auto fail = [&](int code, const std::string& line) {
+      const bool job = dist && dist->size() > 1;
+      std::cerr << "bertperf " << name << ": "
+                << (job ? "rank " + std::to_string(dist->rank()) + " on " + dist->host() + ": " : "") << line << "\n";
+      if (job) dist->abort(code);
+      return code;
+    };
     try {
-      return c.run(args);
+      dist = bertperf::DistContext::create();
+      return c.run(args, *dist);
     } catch (const bertperf::InputError& e) {
-      std::cerr << "bertperf " << name << ": error: " << e.what() << "\n";
-      return 2;
+      return fail(2, std::string("error: ") + e.what());
     } catch (const std::bad_alloc&) {
-      std::cerr << "bertperf " << name << ": error: out of memory\n";
-      return 1;
+      return fail(1, "error: out of memory");
     } catch (const std::exception& e) {
-      std::cerr << "bertperf " << name << ": " << e.what() << "\n";
-      return 1;
+      return fail(1, e.what());
     }
   }
   std::cerr << "bertperf: unknown command '" << name << "'\n";

@@ -29,7 +29,7 @@
 #include <string>
 #include <vector>
 
-#include "model/batch.h"
+#include "data/batch.h"
 
 namespace bertperf {
 

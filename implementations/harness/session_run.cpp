@@ -8,7 +8,7 @@ namespace {
 
 class SessionRun final : public TrainingRun {
  public:
-  SessionRun(const TrainConfig& config, uint64_t seed) : session_(config, seed) {}
+  SessionRun(const TrainConfig& config, uint64_t seed, DistContext& dist) : session_(config, seed, dist) {}
   std::vector<std::string> tensor_names() const override { return session_.tensor_names(); }
   TrainProgress train_until(int64_t target_samples,
                             const std::function<void(const TrainProgress&)>& on_step) override {
@@ -22,8 +22,10 @@ class SessionRun final : public TrainingRun {
 
 }  // namespace
 
-std::unique_ptr<TrainingRun> make_train_session(const TrainConfig& config, uint64_t seed) {
-  return std::make_unique<SessionRun>(config, seed);
+TrainingRunFactory train_session_factory(DistContext& dist) {
+  return [&dist](const TrainConfig& config, uint64_t seed) -> std::unique_ptr<TrainingRun> {
+    return std::make_unique<SessionRun>(config, seed, dist);
+  };
 }
 
 }  // namespace bertperf

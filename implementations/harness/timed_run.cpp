@@ -10,7 +10,6 @@
 #include <fstream>
 
 #include "core/errors.h"
-#include "dist/communicator.h"
 
 namespace bertperf {
 
@@ -116,8 +115,7 @@ void log_hyperparameters(mllog::Logger& log, const TrainConfig& c) {
 }  // namespace
 
 TimedRunResult timed_run(const TrainConfig& config, const SystemDescription& system, mllog::Logger& log,
-                         const TimedRunOptions& options, const TrainingRunFactory& make_run) {
-  Communicator& world = Communicator::world();
+                         const TimedRunOptions& options, DistContext& world, const TrainingRunFactory& make_run) {
   BERT_CHECK(world.size() == config.ranks || world.size() == 1, "launched with ", world.size(),
              " ranks but the config wants ", config.ranks);
   TimedRunResult result;

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "dist/context.h"
 #include "harness/system_description.h"
 #include "harness/train_config.h"
 #include "harness/train_session.h"
@@ -38,8 +39,8 @@ class TrainingRun {
 
 using TrainingRunFactory = std::function<std::unique_ptr<TrainingRun>(const TrainConfig&, uint64_t seed)>;
 
-// The real thing: a TrainSession (harness/session_run.cpp).
-std::unique_ptr<TrainingRun> make_train_session(const TrainConfig& config, uint64_t seed);
+// The real thing: a TrainSession on the job's ranks (harness/session_run.cpp).
+TrainingRunFactory train_session_factory(DistContext& dist);
 
 struct TimedRunOptions {
   std::optional<uint64_t> seed;  // default: fresh from /dev/urandom (closed-division rule)
@@ -67,6 +68,6 @@ void evict_data_from_page_cache(const TrainConfig& config);
 
 // Runs one timed run, logging through `log` (which drops lines on ranks other than 0).
 TimedRunResult timed_run(const TrainConfig& config, const SystemDescription& system, mllog::Logger& log,
-                         const TimedRunOptions& options, const TrainingRunFactory& make_run = make_train_session);
+                         const TimedRunOptions& options, DistContext& dist, const TrainingRunFactory& make_run);
 
 }  // namespace bertperf

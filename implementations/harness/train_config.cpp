@@ -191,12 +191,31 @@ TrainConfig load_train_config(const std::string& path, bool check_data) {
     c.local_batch_size = b.required<int>("local_batch_size");
     c.grad_accum_steps = b.required<int>("grad_accum_steps");
     c.ranks = b.required<int>("ranks");
-    c.threads = b.required<int>("threads");
     b.reject_unknown();
     require(c.local_batch_size > 0, where, "field 'local_batch_size' must be positive");
     require(c.grad_accum_steps > 0, where, "field 'grad_accum_steps' must be positive");
     require(c.ranks > 0, where, "field 'ranks' must be positive");
-    require(c.threads >= 0, where, "field 'threads' must be 0 (all cores) or positive");
+  }
+  if (f.has("backend")) {
+    const std::string where = path + ": backend";
+    JsonFields b(f.raw("backend"), where);
+    c.backend.name = b.required<std::string>("name");
+    c.backend.threads = b.optional<int>("threads", 0);
+    c.backend.device = b.optional<int>("device", -1);
+    b.reject_unknown();
+    require(c.backend.name == "cpu" || c.backend.name == "cpu-f64" || c.backend.name == "cuda", where,
+            "field 'name' must be \"cpu\", \"cpu-f64\" or \"cuda\", got \"" + c.backend.name + "\"");
+    require(c.backend.threads >= 0, where, "field 'threads' must be 0 (all cores) or positive");
+    require(c.backend.device >= -1, where, "field 'device' must be -1 (the local rank's) or a device index");
+  }
+  if (f.has("distributed")) {
+    const std::string where = path + ": distributed";
+    JsonFields d(f.raw("distributed"), where);
+    const std::string clip = d.optional<std::string>("clip", "per_micro_batch");
+    d.reject_unknown();
+    require(clip == "per_micro_batch" || clip == "after_reduction", where,
+            "field 'clip' must be \"per_micro_batch\" or \"after_reduction\", got \"" + clip + "\"");
+    c.clip_after_reduction = clip == "after_reduction";
   }
   {
     const std::string where = path + ": lamb";

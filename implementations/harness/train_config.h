@@ -12,7 +12,10 @@
 //     "init_checkpoint": str (optional, "" = random init),
 //     "data": { "train_files": [path or glob, ...], "eval_file": path, "seq_len": int,
 //               "max_predictions": int, "packed": bool },
-//     "batch": { "local_batch_size": int, "grad_accum_steps": int, "ranks": int, "threads": int },
+//     "batch": { "local_batch_size": int, "grad_accum_steps": int, "ranks": int },
+//     "backend": { "name": "cpu" | "cpu-f64" | "cuda", "threads": int (optional, CPU threads per rank, 0 = all),
+//                  "device": int (optional, CUDA device, -1 = the local rank's) } (optional: cpu, all threads),
+//     "distributed": { "clip": "per_micro_batch" (the reference's, default) | "after_reduction" } (optional),
 //     "lamb": { "learning_rate", "beta1", "beta2", "epsilon", "weight_decay", "max_grad_norm",
 //               "train_steps", "warmup_steps", "start_warmup_step", "poly_power" },
 //     "eval": { "batch_size": int, "interval_samples": int (optional) },
@@ -52,7 +55,8 @@ struct TrainConfig {
   int local_batch_size = 0;
   int grad_accum_steps = 1;
   int ranks = 1;
-  int threads = 0;  // CPU threads per rank; 0 = all
+  BackendOptions backend;             // where the model runs
+  bool clip_after_reduction = false;  // clip the reduced gradient, not each micro-batch's (harness/train_step.h)
   LambHyperparams lamb;
   // Eval and stopping. After loading, eval_interval_samples and max_samples are always resolved
   // (> 0): from the config, else the benchmark's cadence formula / the end of the LR schedule.

@@ -1,19 +1,15 @@
-// One training job (train_session.h): model, flat parameters, LAMB, the readers and the
-// data-parallel gradient exchange.
-//
-// Data parallelism follows the reference's gradient accumulation: every micro-batch gradient, on
-// every rank, is clipped to max_grad_norm on its own and added as g / (micro-batches x ranks); the
-// sums are then all-reduced. So W ranks with n micro-batches each compute the same update as one
-// rank with n x W micro-batches, and the clip-before-all-reduce order is the one MLPerf allows.
+// One training job (train_session.h): the backend and everything that runs on it, the readers, and the
+// cross-rank agreement on each step's statistics.
 #include "harness/train_session.h"
 
 #include <cmath>
 
-#include "core/threading.h"
 #include "data/reader.h"
-#include "dist/communicator.h"
+#include "dist/reducer.h"
+#include "harness/train_step.h"
 #include "model/bert.h"
 #include "model/checkpoint.h"
+#include "model/param_buffers.h"
 #include "optim/lamb.h"
 #include "optim/lr_schedule.h"
 
@@ -21,128 +17,157 @@ namespace bertperf {
 
 namespace {
 
-BatchShape model_shape(const TrainConfig& c, const ReaderOptions& train) {
-  const int rows = std::max(c.local_batch_size, c.eval_batch_size);
-  const int per_row_predictions = c.packed ? std::max(train.packed_max_predictions, c.max_predictions) : c.max_predictions;
-  const int per_row_sequences = c.packed ? train.max_sequences_per_row : 1;
-  return {rows, c.seq_len, rows * per_row_predictions, rows * per_row_sequences};
+ReaderOptions reader_options(const TrainConfig& c, const DistContext& dist) {
+  ReaderOptions o;
+  o.rank = dist.rank();
+  o.world_size = dist.size();
+  o.seq_len = c.seq_len;
+  o.max_predictions = c.max_predictions;
+  o.vocab_size = c.model.vocab_size;
+  o.pad_predictions = false;  // the same loss and gradients, less decoder work
+  return o;
+}
+
+// The capacity of every batch a reader with these options hands out (data/batch.h).
+BatchCapacity capacity_of(const ReaderOptions& o, bool packed) {
+  const int rows = o.batch_rows;
+  return {rows * o.seq_len, rows * (packed ? o.max_sequences_per_row : 1),
+          rows * (packed ? o.packed_max_predictions : o.max_predictions), o.seq_len};
+}
+
+BatchCapacity largest(BatchCapacity a, BatchCapacity b) {
+  return {std::max(a.tokens, b.tokens), std::max(a.sequences, b.sequences), std::max(a.predictions, b.predictions),
+          std::max(a.max_seqlen, b.max_seqlen)};
 }
 
 }  // namespace
 
 struct TrainSession::Impl {
   const TrainConfig config;
-  Communicator& comm = Communicator::world();
+  DistContext& dist;
   uint64_t seed;
+  std::unique_ptr<Backend> backend;
   TensorTable table;
-  FlatTensors params, grads;
+  ReaderOptions train_options, eval_options;
+  BatchCapacity train_capacity, eval_capacity;
+  ParamBuffers params;
   Lamb lamb;
-  GradAccumulator accumulator;
-  ReaderOptions train_options;
+  BertModel model;
+  std::unique_ptr<GradReducer> reducer;
+  TrainStep step;
   std::unique_ptr<PretrainingReader> train_reader;
-  std::unique_ptr<BertModel> model;
-  Batch batch;
+  std::vector<Batch> micro;                // this step's micro-batches
+  std::vector<const Batch*> micro_ptrs;
+  std::vector<Batch> eval_batches;         // read once, on the first evaluation
+  bool eval_loaded = false;
+  std::unique_ptr<BatchStage> eval_stage;
   TrainProgress progress;
 
-  Impl(const TrainConfig& c, uint64_t run_seed)
+  Impl(const TrainConfig& c, uint64_t run_seed, DistContext& d)
       : config(c),
-        seed(run_seed),
+        dist(d),
+        seed(agree(run_seed, d)),
+        backend(make_backend(backend_options(c, d))),
         table(bert_parameter_table(c.model)),
-        params(table),
-        grads(table),
-        lamb(table, c.lamb),
-        accumulator(table, c.grad_accum_steps * Communicator::world().size(), c.lamb.max_grad_norm) {
-    if (comm.size() != c.ranks)
-      throw_input(c.source, cat("the config asks for ", c.ranks, " ranks (batch.ranks) but this job has ",
-                                comm.size(), "; launch it with mpirun -np ", c.ranks));
-    comm.broadcast(seed);  // one seed for the whole job, whatever each rank was handed
-    set_cpu_threads(c.threads);
-
+        train_options(train_reader_options(c, d, seed)),
+        eval_options(eval_reader_options(c, d)),
+        train_capacity(capacity_of(train_options, c.packed)),
+        eval_capacity(capacity_of(eval_options, false)),
+        params(*backend, table),
+        lamb(*backend, table, c.lamb),
+        model(*backend, c.model, table, largest(train_capacity, eval_capacity)),
+        reducer(make_grad_reducer(*backend, d)),
+        step(*backend, model, params, lamb, *reducer,
+             {.micro_batches = c.grad_accum_steps, .ranks = d.size(), .rank = d.rank(), .seed = seed,
+              .clip = c.clip_after_reduction ? ClipMode::AFTER_REDUCTION : ClipMode::PER_MICRO_BATCH},
+             train_capacity),
+        micro(c.grad_accum_steps) {
+    FlatTensors host(table);
     if (c.init_checkpoint.empty()) {
-      bert_init_parameters(params, c.model, seed);
+      bert_init_parameters(host, c.model, seed);
     } else {
-      load_checkpoint(params, c.init_checkpoint);
+      load_checkpoint(host, c.init_checkpoint);
     }
-
-    train_options.files = c.train_files;
-    train_options.rank = comm.rank();
-    train_options.world_size = comm.size();
-    train_options.seed = seed;
-    train_options.batch_rows = c.local_batch_size;
-    train_options.seq_len = c.seq_len;
-    train_options.max_predictions = c.max_predictions;
-    train_options.vocab_size = c.model.vocab_size;
-    train_options.pack = c.packed;
-    train_options.pad_predictions = false;  // the same loss and gradients, less decoder work
-    model = std::make_unique<BertModel>(c.model, model_shape(c, train_options));
+    params.upload(host);
+    for (const Batch& b : micro) micro_ptrs.push_back(&b);
   }
 
-  // The MLPerf clock must start before any data is touched, so the reader opens its shards on the
-  // first training step, after the harness has logged run_start.
+  // One seed for the whole job, whatever each rank was handed; checked before anything is built from it.
+  static uint64_t agree(uint64_t seed, DistContext& d) {
+    if (d.size() > 1) d.broadcast(seed);
+    return seed;
+  }
+  static BackendOptions backend_options(const TrainConfig& c, const DistContext& d) {
+    if (d.size() != c.ranks)
+      throw_input(c.source, cat("the config asks for ", c.ranks, " ranks (batch.ranks) but this job has ", d.size(),
+                                "; launch it with mpirun -np ", c.ranks));
+    BackendOptions o = c.backend;
+    if (o.device < 0) o.device = d.local_rank();
+    return o;
+  }
+  static ReaderOptions train_reader_options(const TrainConfig& c, const DistContext& d, uint64_t seed) {
+    ReaderOptions o = reader_options(c, d);
+    o.files = c.train_files;
+    o.seed = seed;
+    o.batch_rows = c.local_batch_size;
+    o.pack = c.packed;
+    return o;
+  }
+  static ReaderOptions eval_reader_options(const TrainConfig& c, const DistContext& d) {
+    ReaderOptions o = reader_options(c, d);
+    o.files = {c.eval_file};
+    o.batch_rows = c.eval_batch_size;
+    o.shuffle = false;
+    o.repeat = false;
+    o.drop_last = false;
+    return o;
+  }
+
+  // The MLPerf clock must start before any data is touched, so the reader opens its shards on the first training
+  // step, after the harness has logged run_start.
   PretrainingReader& reader() {
     if (!train_reader) train_reader = std::make_unique<PretrainingReader>(train_options);
     return *train_reader;
   }
 
-  // Global index of a micro-batch: the same micro-batch gets the same dropout masks whether it
-  // runs as one of n micro-batches on one rank or on one of n ranks.
-  uint32_t micro_batch_index(int micro) const {
-    const int64_t per_step = int64_t(config.grad_accum_steps) * comm.size();
-    return static_cast<uint32_t>(progress.optimizer_steps * per_step + int64_t(micro) * comm.size() + comm.rank());
-  }
-
   void optimizer_step() {
-    accumulator.reset();
-    // Summed over ranks in one all-reduce: sequences, loss, micro-batches with a non-finite loss
-    // or gradient.
-    double status[3] = {0, 0, 0};
-    for (int micro = 0; micro < config.grad_accum_steps; ++micro) {
-      if (!reader().next(batch)) throw_input(config.source, "training data ran out (no batches)");
-      const BertOutputs out = model->forward(params, batch, true, seed, micro_batch_index(micro));
-      status[0] += batch.sequences();
-      status[1] += out.total_loss;
-      grads.zero();
-      model->backward(params, grads, batch);
-      const bool finite = std::isfinite(out.total_loss) && std::isfinite(accumulator.add(grads));
-      status[2] += finite ? 0.0 : 1.0;
-    }
-    comm.allreduce_sum(status, 3);
-    progress.last_loss = status[1] / (double(config.grad_accum_steps) * comm.size());
+    for (Batch& b : micro)
+      if (!reader().next(b)) throw_input(config.source, "training data ran out (no batches)");
+    const StepStats s = step.run(micro_ptrs, progress.optimizer_steps);
+    // Summed over ranks in one all-reduce: sequences, loss, and whether anything was not finite.
+    const double loss = s.loss.mlm_loss + s.loss.nsp_loss;
+    double status[3] = {double(s.sequences), loss, (std::isfinite(loss) && s.nonfinite == 0) ? 0.0 : 1.0};
+    dist.allreduce_sum(status, 3);
+    progress.last_loss = status[1] / (double(config.grad_accum_steps) * dist.size());
+    progress.grad_norm = s.grad_norm;
     if (status[2] > 0) {
       progress.non_finite_loss = true;
       return;
     }
-    comm.allreduce_sum(accumulator.gradient().data(), accumulator.gradient().size());
-    progress.learning_rate = learning_rate(config.lamb, lamb.steps_taken());
-    lamb.step(params, accumulator.gradient(), progress.learning_rate);
+    progress.learning_rate = learning_rate(config.lamb, progress.optimizer_steps);
     progress.optimizer_steps += 1;
     progress.samples_trained += static_cast<int64_t>(status[0]);
   }
 
   EvalResult evaluate() {
-    ReaderOptions options;
-    options.files = {config.eval_file};
-    options.rank = comm.rank();
-    options.world_size = comm.size();
-    options.batch_rows = config.eval_batch_size;
-    options.seq_len = config.seq_len;
-    options.max_predictions = config.max_predictions;
-    options.vocab_size = config.model.vocab_size;
-    options.shuffle = false;
-    options.repeat = false;
-    options.drop_last = false;
-    options.pad_predictions = false;
-    PretrainingReader reader(options);
-    Batch eval_batch;
-    double sums[4] = {0, 0, 0, 0};  // correct, weight, weighted loss, samples
-    while (reader.next(eval_batch)) {
-      const BertOutputs out = model->forward(params, eval_batch, false, seed, 0);
-      sums[0] += out.mlm_correct;
-      sums[1] += out.mlm_weight;
-      sums[2] += double(out.mlm_loss) * (out.mlm_weight + 1e-5);
-      sums[3] += eval_batch.sequences();
+    if (!eval_loaded) {
+      // Read once per run; every later evaluation only stages and runs.
+      PretrainingReader eval_reader(eval_options);
+      for (Batch b; eval_reader.next(b);) eval_batches.push_back(std::move(b));
+      eval_stage = std::make_unique<BatchStage>(*backend, eval_capacity);
+      eval_loaded = true;
     }
-    comm.allreduce_sum(sums, 4);
+    model.zero_stats();
+    double weight = 0, samples = 0;
+    for (const Batch& b : eval_batches) {
+      const DeviceBatch& device = eval_stage->stage(b, LossWeighting::SUM);
+      model.forward(device, params.weights(), false, nullptr, 0);
+      weight += device.mlm_weight;
+      samples += device.real_sequences;
+    }
+    const LossStats stats = model.read_stats();
+    double sums[4] = {stats.mlm_correct, weight, stats.mlm_loss, samples};
+    dist.allreduce_sum(sums, 4);
     EvalResult r;
     r.mlm_accuracy = sums[1] > 0 ? sums[0] / sums[1] : 0.0;
     r.mlm_loss = sums[1] > 0 ? sums[2] / sums[1] : 0.0;
@@ -151,20 +176,24 @@ struct TrainSession::Impl {
   }
 };
 
-TrainSession::TrainSession(const TrainConfig& config, uint64_t seed) : impl_(std::make_unique<Impl>(config, seed)) {}
+TrainSession::TrainSession(const TrainConfig& config, uint64_t seed, DistContext& dist)
+    : impl_(std::make_unique<Impl>(config, seed, dist)) {}
 TrainSession::~TrainSession() = default;
 
 TrainProgress TrainSession::train_until(int64_t target_samples,
-                                        const std::function<void(const TrainProgress&)>& on_step) {
-  while (impl_->progress.samples_trained < target_samples && !impl_->progress.non_finite_loss) {
-    impl_->optimizer_step();
-    if (on_step && !impl_->progress.non_finite_loss) on_step(impl_->progress);
+                                        const std::function<void(const TrainProgress&)>& on_step, int64_t max_steps) {
+  Impl& m = *impl_;
+  while (m.progress.samples_trained < target_samples && m.progress.optimizer_steps < max_steps &&
+         !m.progress.non_finite_loss) {
+    m.optimizer_step();
+    if (on_step && !m.progress.non_finite_loss) on_step(m.progress);
   }
-  return impl_->progress;
+  return m.progress;
 }
 
 EvalResult TrainSession::evaluate() { return impl_->evaluate(); }
 const TrainProgress& TrainSession::progress() const { return impl_->progress; }
+std::string TrainSession::backend_description() const { return impl_->backend->describe(); }
 
 std::vector<std::string> TrainSession::tensor_names() const {
   std::vector<std::string> names;
@@ -173,7 +202,9 @@ std::vector<std::string> TrainSession::tensor_names() const {
 }
 
 void TrainSession::save_checkpoint(const std::string& path) const {
-  if (impl_->comm.is_root()) bertperf::save_checkpoint(impl_->params, path);
+  FlatTensors host(impl_->table);
+  impl_->params.download(host);
+  if (impl_->dist.is_root()) bertperf::save_checkpoint(host, path);
 }
 
 }  // namespace bertperf

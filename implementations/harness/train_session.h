@@ -1,13 +1,17 @@
-// One training job as the harness drives it: build the model and optimizer, then alternate
-// "train until N samples" and "evaluate", while the harness (harness/timed_run) decides what to log
-// and when to stop. Keeping the loop's policy out of here lets the same session serve `bertperf
-// train`, timed MLPerf runs and tests.
+// One training job as the harness drives it: the backend, the model, flat parameters, LAMB, the gradient reducer,
+// the training step and the readers; then alternate "train until N samples" and "evaluate", while the harness
+// (harness/timed_run) decides what to log and when to stop. Keeping the loop's policy out of here lets the same
+// session serve `bertperf train`, timed MLPerf runs and tests.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <memory>
+#include <string>
+#include <vector>
 
+#include "dist/context.h"
 #include "harness/train_config.h"
 
 namespace bertperf {
@@ -15,9 +19,10 @@ namespace bertperf {
 struct TrainProgress {
   int64_t samples_trained = 0;  // sequences consumed by training so far (all ranks)
   int64_t optimizer_steps = 0;
-  double last_loss = 0;         // total loss of the last micro-batch
+  double last_loss = 0;         // total loss of the last step, averaged over its micro-batches and ranks
   double learning_rate = 0;     // of the last optimizer step
-  bool non_finite_loss = false; // a NaN/Inf loss was seen: the run must abort
+  double grad_norm = 0;         // the last clip's global norm (rank 0's)
+  bool non_finite_loss = false; // a NaN/Inf loss or gradient was seen: the run must abort
 };
 
 struct EvalResult {
@@ -29,19 +34,21 @@ struct EvalResult {
 class TrainSession {
  public:
   // `seed` drives initialisation (when no checkpoint), data order and dropout.
-  TrainSession(const TrainConfig& config, uint64_t seed);
+  TrainSession(const TrainConfig& config, uint64_t seed, DistContext& dist);
   ~TrainSession();
 
-  // Trains whole optimizer steps until samples_trained >= target_samples (or a non-finite loss).
-  // `on_step` (optional) is called after every optimizer step, for progress output.
-  TrainProgress train_until(int64_t target_samples,
-                            const std::function<void(const TrainProgress&)>& on_step = {});
+  // Trains whole optimizer steps until samples_trained >= target_samples, max_steps steps are done, or a loss is
+  // not finite. `on_step` (optional) is called after every optimizer step, for progress output.
+  TrainProgress train_until(int64_t target_samples, const std::function<void(const TrainProgress&)>& on_step = {},
+                            int64_t max_steps = std::numeric_limits<int64_t>::max());
   EvalResult evaluate();
   const TrainProgress& progress() const;
   // Names of the parameter tensors, for weights_initialization lines.
   std::vector<std::string> tensor_names() const;
-  // Checkpoint of the current parameters (HDF5 keyed by TF name).
+  // Checkpoint of the current parameters (HDF5 keyed by TF name), written by rank 0.
   void save_checkpoint(const std::string& path) const;
+  // The backend's one-line description.
+  std::string backend_description() const;
 
  private:
   struct Impl;

@@ -21,6 +21,7 @@ struct DeviceBatch {
   const int32_t* segment_ids = nullptr;
   const int32_t* position_ids = nullptr;
   const int32_t* cu_seqlens = nullptr;      // (capacity.sequences + 1)
+  const int32_t* cls_positions = nullptr;   // (capacity.sequences): cu_seqlens[s] for a real sequence, 0 for filler
   const int32_t* nsp_labels = nullptr;      // (capacity.sequences)
   const float* nsp_loss_weight = nullptr;
   const float* nsp_count_weight = nullptr;
@@ -30,7 +31,7 @@ struct DeviceBatch {
   const float* mlm_count_weight = nullptr;
   // The sizes the ops run at: the batch's real ones, or the capacities on a backend with static shapes.
   int tokens = 0, sequences = 0, predictions = 0;
-  int max_seqlen = 0;
+  int max_seqlen = 0;  // the capacity's (the run's seq_len), on every backend: it numbers attention dropout
   // The real sizes, for the host's counts.
   int real_sequences = 0;
   double mlm_weight = 0;  // sum of the real predictions' weights

@@ -23,10 +23,13 @@ const char* const kLayerSuffixes[] = {
 
 std::string layer_prefix(int layer) { return cat("bert/encoder/layer_", layer, "/"); }
 
-template <typename T, typename Flat>
-BertView<T> make_view(Flat& flat, const BertConfig& config) {
-  auto p = [&](const std::string& name) { return flat.get(name); };
-  BertView<T> v;
+size_t offset_of(const TensorTable& table, const std::string& name) { return table.at(name).offset; }
+
+}  // namespace
+
+BertOffsets bert_offsets(const TensorTable& table, const BertConfig& config) {
+  auto p = [&](const std::string& name) { return offset_of(table, name); };
+  BertOffsets v;
   v.word_emb = p("bert/embeddings/word_embeddings");
   v.pos_emb = p("bert/embeddings/position_embeddings");
   v.type_emb = p("bert/embeddings/token_type_embeddings");
@@ -34,11 +37,11 @@ BertView<T> make_view(Flat& flat, const BertConfig& config) {
   v.emb_ln_beta = p("bert/embeddings/LayerNorm/beta");
   for (int l = 0; l < config.num_hidden_layers; ++l) {
     const std::string pre = layer_prefix(l);
-    BertLayerView<T> lv;
-    T** slots[] = {&lv.q_kernel,        &lv.q_bias,       &lv.k_kernel,     &lv.k_bias,
-                   &lv.v_kernel,        &lv.v_bias,       &lv.attn_out_kernel, &lv.attn_out_bias,
-                   &lv.attn_ln_gamma,   &lv.attn_ln_beta, &lv.inter_kernel, &lv.inter_bias,
-                   &lv.out_kernel,      &lv.out_bias,     &lv.out_ln_gamma, &lv.out_ln_beta};
+    BertLayerOffsets lv;
+    size_t* slots[] = {&lv.q_kernel,      &lv.q_bias,       &lv.k_kernel,        &lv.k_bias,
+                       &lv.v_kernel,      &lv.v_bias,       &lv.attn_out_kernel, &lv.attn_out_bias,
+                       &lv.attn_ln_gamma, &lv.attn_ln_beta, &lv.inter_kernel,    &lv.inter_bias,
+                       &lv.out_kernel,    &lv.out_bias,     &lv.out_ln_gamma,    &lv.out_ln_beta};
     for (size_t i = 0; i < std::size(kLayerSuffixes); ++i) *slots[i] = p(pre + kLayerSuffixes[i]);
     v.layers.push_back(lv);
   }
@@ -51,45 +54,54 @@ BertView<T> make_view(Flat& flat, const BertConfig& config) {
   v.mlm_ln_beta = p("cls/predictions/transform/LayerNorm/beta");
   v.nsp_weights = p("cls/seq_relationship/output_weights");
   v.nsp_bias = p("cls/seq_relationship/output_bias");
+  // The table lays every layer out as q kernel, q bias, k kernel, k bias, v kernel, v bias at aligned offsets, so
+  // the three kernels (and the three biases) are one stride apart.
+  v.qkv_stride = v.layers.empty() ? 0 : v.layers[0].k_kernel - v.layers[0].q_kernel;
+  for (const BertLayerOffsets& l : v.layers) {
+    BERT_CHECK(l.k_kernel - l.q_kernel == v.qkv_stride && l.v_kernel - l.k_kernel == v.qkv_stride &&
+                   l.k_bias - l.q_bias == v.qkv_stride && l.v_bias - l.k_bias == v.qkv_stride,
+               "the q, k and v tensors of a layer are not evenly spaced in the parameter table");
+  }
   return v;
 }
-
-}  // namespace
 
 TensorTable bert_parameter_table(const BertConfig& c) {
   const int64_t H = c.hidden_size, I = c.intermediate_size, V = c.vocab_size;
   TensorTable t;
-  t.add("bert/embeddings/word_embeddings", {V, H});
-  t.add("bert/embeddings/position_embeddings", {c.max_position_embeddings, H});
-  t.add("bert/embeddings/token_type_embeddings", {c.type_vocab_size, H});
-  t.add("bert/embeddings/LayerNorm/gamma", {H});
-  t.add("bert/embeddings/LayerNorm/beta", {H});
+  auto add = [&t](const std::string& name, std::vector<int64_t> shape) {
+    t.add(name, std::move(shape), lamb_excluded(name));
+  };
+  add("bert/embeddings/word_embeddings", {V, H});
+  add("bert/embeddings/position_embeddings", {c.max_position_embeddings, H});
+  add("bert/embeddings/token_type_embeddings", {c.type_vocab_size, H});
+  add("bert/embeddings/LayerNorm/gamma", {H});
+  add("bert/embeddings/LayerNorm/beta", {H});
   for (int l = 0; l < c.num_hidden_layers; ++l) {
     const std::string pre = layer_prefix(l);
     for (const char* s : {"query", "key", "value"}) {
-      t.add(pre + "attention/self/" + s + "/kernel", {H, H});
-      t.add(pre + "attention/self/" + s + "/bias", {H});
+      add(pre + "attention/self/" + s + "/kernel", {H, H});
+      add(pre + "attention/self/" + s + "/bias", {H});
     }
-    t.add(pre + "attention/output/dense/kernel", {H, H});
-    t.add(pre + "attention/output/dense/bias", {H});
-    t.add(pre + "attention/output/LayerNorm/gamma", {H});
-    t.add(pre + "attention/output/LayerNorm/beta", {H});
-    t.add(pre + "intermediate/dense/kernel", {H, I});
-    t.add(pre + "intermediate/dense/bias", {I});
-    t.add(pre + "output/dense/kernel", {I, H});
-    t.add(pre + "output/dense/bias", {H});
-    t.add(pre + "output/LayerNorm/gamma", {H});
-    t.add(pre + "output/LayerNorm/beta", {H});
+    add(pre + "attention/output/dense/kernel", {H, H});
+    add(pre + "attention/output/dense/bias", {H});
+    add(pre + "attention/output/LayerNorm/gamma", {H});
+    add(pre + "attention/output/LayerNorm/beta", {H});
+    add(pre + "intermediate/dense/kernel", {H, I});
+    add(pre + "intermediate/dense/bias", {I});
+    add(pre + "output/dense/kernel", {I, H});
+    add(pre + "output/dense/bias", {H});
+    add(pre + "output/LayerNorm/gamma", {H});
+    add(pre + "output/LayerNorm/beta", {H});
   }
-  t.add("bert/pooler/dense/kernel", {H, H});
-  t.add("bert/pooler/dense/bias", {H});
-  t.add("cls/predictions/output_bias", {V});
-  t.add("cls/predictions/transform/dense/kernel", {H, H});
-  t.add("cls/predictions/transform/dense/bias", {H});
-  t.add("cls/predictions/transform/LayerNorm/gamma", {H});
-  t.add("cls/predictions/transform/LayerNorm/beta", {H});
-  t.add("cls/seq_relationship/output_weights", {2, H});
-  t.add("cls/seq_relationship/output_bias", {2});
+  add("bert/pooler/dense/kernel", {H, H});
+  add("bert/pooler/dense/bias", {H});
+  add("cls/predictions/output_bias", {V});
+  add("cls/predictions/transform/dense/kernel", {H, H});
+  add("cls/predictions/transform/dense/bias", {H});
+  add("cls/predictions/transform/LayerNorm/gamma", {H});
+  add("cls/predictions/transform/LayerNorm/beta", {H});
+  add("cls/seq_relationship/output_weights", {2, H});
+  add("cls/seq_relationship/output_bias", {2});
   return t;
 }
 
@@ -97,13 +109,6 @@ bool lamb_excluded(const std::string& name) {
   // The reference matches these as regex searches; all three are plain substrings.
   return name.find("LayerNorm") != std::string::npos || name.find("layer_norm") != std::string::npos ||
          name.find("bias") != std::string::npos;
-}
-
-BertView<float> bert_view(FlatTensors& flat, const BertConfig& config) {
-  return make_view<float>(flat, config);
-}
-BertView<const float> bert_view(const FlatTensors& flat, const BertConfig& config) {
-  return make_view<const float>(flat, config);
 }
 
 void bert_init_parameters(FlatTensors& params, const BertConfig& config, uint64_t seed) {
@@ -117,7 +122,7 @@ void bert_init_parameters(FlatTensors& params, const BertConfig& config, uint64_
       std::fill(dst, dst + t.numel, 1.0f);
       continue;
     }
-    if (lamb_excluded(t.name)) continue;  // biases and betas start at zero
+    if (t.lamb_excluded) continue;  // biases and betas start at zero
     // Truncated normal: redraw anything beyond two standard deviations, as TF does. Each tensor
     // is its own Philox site, so the draw does not depend on the table's padding.
     const RngKey key{seed, 0, static_cast<uint32_t>(ti)};

@@ -84,7 +84,8 @@ inline SyntheticRun write_synthetic_run(const std::filesystem::path& dir, const 
                   "initializer_range": 0.02},
   "data": {"train_files": ["train.hdf5"], "eval_file": "eval.hdf5", "seq_len": 32, "max_predictions": 5,
            "packed": false},
-  "batch": {"local_batch_size": 8, "grad_accum_steps": 1, "ranks": 1, "threads": 1},
+  "batch": {"local_batch_size": 8, "grad_accum_steps": 1, "ranks": 1},
+  "backend": {"name": "cpu", "threads": 1},
   "lamb": {"learning_rate": 0.01, "beta1": 0.9, "beta2": 0.999, "epsilon": 1e-06, "weight_decay": 0.01,
            "max_grad_norm": 1.0, "train_steps": 1000, "warmup_steps": 0, "start_warmup_step": 0, "poly_power": 1.0},
   "eval": {"batch_size": 16}

@@ -1,0 +1,91 @@
+// One optimizer step (train_step.h).
+#include "harness/train_step.h"
+
+#include <cmath>
+
+#include "core/errors.h"
+
+namespace bertperf {
+
+TrainStep::TrainStep(Backend& backend, BertModel& model, ParamBuffers& params, Lamb& lamb, GradReducer& reducer,
+                     const StepOptions& options, BatchCapacity capacity)
+    : backend_(backend), model_(model), params_(params), lamb_(lamb), reducer_(reducer), options_(options) {
+  BERT_CHECK(options.micro_batches > 0 && options.ranks > 0 && options.rank >= 0 && options.rank < options.ranks,
+             "a training step needs micro_batches > 0 and a rank inside its world");
+  stages_.reserve(options.micro_batches);
+  for (int m = 0; m < options.micro_batches; ++m) stages_.emplace_back(backend, capacity);
+  scalars_ = DeviceBuffer(backend, sizeof(ops::StepScalars));
+  host_scalars_ = DeviceBuffer(backend, sizeof(ops::StepScalars), MemoryKind::PINNED);
+  const int parts = options.micro_batches * options.ranks;
+  if (options.clip == ClipMode::PER_MICRO_BATCH && parts > 1)
+    accumulator_ = DeviceBuffer(backend, params.elements() * dtype_size(backend.master_dtype()));
+  on_ready_ = [this](size_t begin, size_t end) { reducer_.ready(params_.grads(), begin, end); };
+}
+
+TrainStep::~TrainStep() = default;
+
+StepStats TrainStep::run(const std::vector<const Batch*>& micro, int64_t updates_done) {
+  const int n = options_.micro_batches, W = options_.ranks;
+  BERT_CHECK(static_cast<int>(micro.size()) == n, "a step of ", n, " micro-batches was handed ", micro.size());
+
+  // The step's scalars: the dropout step of micro-batch m on this rank is updates_done * n * W + m * W + rank, so
+  // a micro-batch draws the same masks whether it runs as one of n on one rank or on one of n ranks.
+  auto& host = *host_scalars_.as<ops::StepScalars>();
+  host = ops::StepScalars{};
+  host.dropout.seed = options_.seed;
+  host.dropout.step = static_cast<uint32_t>(updates_done * n * W + options_.rank);
+  lamb_.fill_scalars(host, updates_done);
+  auto* scalars = scalars_.as<ops::StepScalars>();
+  backend_.upload(scalars, &host, sizeof host);
+
+  StepStats out;
+  model_.zero_stats();
+  const void* weights = params_.weights();
+  void* grads = params_.grads();
+  const size_t grad_bytes = params_.elements() * dtype_size(backend_.master_dtype());
+  const ops::Chunks all = lamb_.chunks().all();
+  const void* update_grads = grads;
+  const float* grad_scale = &scalars->clip_scale;
+
+  if (options_.clip == ClipMode::PER_MICRO_BATCH) {
+    for (int m = 0; m < n; ++m) {
+      const DeviceBatch& batch = stages_[m].stage(*micro[m], LossWeighting::MEAN);
+      out.sequences += batch.real_sequences;
+      model_.forward(batch, weights, true, &scalars->dropout, static_cast<uint32_t>(m * W));
+      backend_.fill_zero(grads, grad_bytes);
+      model_.backward(batch, weights, grads, 1.0f);
+      backend_.gradient_clip({.scalars = scalars, .partial = nullptr, .grads = grads, .chunks = all});
+      if (accumulator_.data()) {
+        if (m == 0) backend_.fill_zero(accumulator_.data(), grad_bytes);
+        backend_.gradient_accumulate({.sum = accumulator_.data(), .grads = grads, .scalars = scalars, .chunks = all,
+                                      .scale = 1.0f / static_cast<float>(n * W)});
+      }
+    }
+    if (accumulator_.data()) {
+      update_grads = accumulator_.data();
+      grad_scale = nullptr;  // each micro-batch was clipped on its way in
+    }
+    reducer_.finish(const_cast<void*>(update_grads), params_.elements());
+  } else {
+    backend_.fill_zero(grads, grad_bytes);
+    static const GradientsReady no_hook;
+    for (int m = 0; m < n; ++m) {
+      const DeviceBatch& batch = stages_[m].stage(*micro[m], LossWeighting::MEAN);
+      out.sequences += batch.real_sequences;
+      model_.forward(batch, weights, true, &scalars->dropout, static_cast<uint32_t>(m * W));
+      model_.backward(batch, weights, grads, 1.0f / static_cast<float>(n * W), 
+                      m + 1 == n ? on_ready_ : no_hook);
+    }
+    reducer_.finish(grads, params_.elements());
+    backend_.gradient_clip({.scalars = scalars, .partial = nullptr, .grads = grads, .chunks = all});
+  }
+  lamb_.update(params_.master(), params_.weight_copy(), update_grads, grad_scale, scalars, all);
+
+  backend_.download(&host, scalars, sizeof host);
+  out.loss = model_.read_stats();
+  out.grad_norm = std::sqrt(host.grad_norm_sq);
+  out.nonfinite = host.nonfinite;
+  return out;
+}
+
+}  // namespace bertperf
