@@ -1,4 +1,4 @@
-// The TrainSession behind a timed run (timed_run.h: make_train_session). Kept in its own file so
+// The TrainSession behind a timed run (timed_run.h: train_session_factory). Kept in its own file so
 // that code exercising the harness with scripted trajectories links without the trainer.
 #include "harness/timed_run.h"
 

@@ -1,12 +1,16 @@
 // The whole model against the PyTorch reference dump (tests/reference/make_bert_golden.py): a tiny
-// BERT's logits, losses and every gradient, then the parameters after 3 LAMB steps, all within
-// 1e-4 relative error of the float64 reference.
+// BERT's logits, losses and every gradient, then the parameters after 3 LAMB steps (through the one training step,
+// harness/train_step.h), all within 1e-4 relative error of the float64 reference. The dump's batch is in the
+// reference's padded (rows, seq_len) form; it is compacted here into the reader's form (data/batch.h).
 #include <gtest/gtest.h>
 
 #include <cmath>
 
 #include "core/hdf5.h"
+#include "dist/reducer.h"
+#include "harness/train_step.h"
 #include "model/bert.h"
+#include "model/param_buffers.h"
 #include "optim/lamb.h"
 #include "optim/lr_schedule.h"
 
@@ -28,26 +32,61 @@ double relative_error(const float* ours, const std::vector<double>& ref, double 
   return diff / scale;
 }
 
+// The padded rows of the dump (seq_id 0 = padding, k = the k-th sequence of a row) as a compacted Batch. Padded
+// prediction slots (weight 0) keep pointing at their row's first token.
+Batch compact(const h5::File& file) {
+  const auto shape = file.info("batch/input_ids").shape;
+  const int B = static_cast<int>(shape[0]), S = static_cast<int>(shape[1]);
+  const auto ids = file.read<int32_t>("batch/input_ids"), segments = file.read<int32_t>("batch/segment_ids"),
+             positions = file.read<int32_t>("batch/position_ids"), seq_id = file.read<int32_t>("batch/seq_id"),
+             mlm_positions = file.read<int32_t>("batch/mlm_positions"), mlm_labels = file.read<int32_t>("batch/mlm_labels"),
+             cls_positions = file.read<int32_t>("batch/cls_positions"), nsp_labels = file.read<int32_t>("batch/nsp_labels");
+  const auto mlm_weights = file.read<float>("batch/mlm_weights");
+  const int M = static_cast<int>(mlm_positions.size()), Q = static_cast<int>(cls_positions.size());
+  Batch b;
+  b.capacity = {B * S, Q, M, S};
+  std::vector<int32_t> index(size_t(B) * S, -1);  // padded flat index -> compacted token
+  b.cu_seqlens.push_back(0);
+  for (int r = 0; r < B; ++r)
+    for (int k = 1; k <= S; ++k) {
+      bool any = false;
+      for (int t = 0; t < S; ++t) {
+        const size_t flat = size_t(r) * S + t;
+        if (seq_id[flat] != k) continue;
+        any = true;
+        index[flat] = static_cast<int32_t>(b.input_ids.size());
+        b.input_ids.push_back(ids[flat]);
+        b.segment_ids.push_back(segments[flat]);
+        b.position_ids.push_back(positions[flat]);
+      }
+      if (!any) break;
+      b.cu_seqlens.push_back(static_cast<int32_t>(b.input_ids.size()));
+    }
+  b.tokens = static_cast<int>(b.input_ids.size());
+  b.sequences = static_cast<int>(b.cu_seqlens.size()) - 1;
+  EXPECT_EQ(b.sequences, Q);
+  for (int q = 0; q < Q; ++q) EXPECT_EQ(index[cls_positions[q]], b.cu_seqlens[q]) << "sequence " << q;
+  b.nsp_labels = nsp_labels;
+  for (int i = 0; i < M; ++i) {
+    const int32_t at = index[mlm_positions[i]];
+    EXPECT_TRUE(at >= 0 || mlm_weights[i] == 0) << "a real prediction on padding";
+    b.mlm_positions.push_back(at >= 0 ? at : b.cu_seqlens[mlm_positions[i] / S]);
+    b.mlm_labels.push_back(mlm_labels[i]);
+    b.mlm_weights.push_back(mlm_weights[i]);
+  }
+  b.predictions = M;
+  b.input_ids.resize(b.capacity.tokens, 0);
+  b.segment_ids.resize(b.capacity.tokens, 0);
+  b.position_ids.resize(b.capacity.tokens, 0);
+  return b;
+}
+
 struct Golden {
   h5::File file = h5::File::open(kGolden);
   BertConfig config = bert_config_from_json(Json::parse(file.attr_string("", "bert_config")), kGolden);
   TensorTable table = bert_parameter_table(config);
-  Batch batch;
-
-  Golden() {
-    const auto ids = file.info("batch/input_ids").shape;
-    batch.rows = static_cast<int>(ids[0]);
-    batch.seq_len = static_cast<int>(ids[1]);
-    batch.input_ids = file.read<int32_t>("batch/input_ids");
-    batch.segment_ids = file.read<int32_t>("batch/segment_ids");
-    batch.position_ids = file.read<int32_t>("batch/position_ids");
-    batch.seq_id = file.read<int32_t>("batch/seq_id");
-    batch.mlm_positions = file.read<int32_t>("batch/mlm_positions");
-    batch.mlm_labels = file.read<int32_t>("batch/mlm_labels");
-    batch.mlm_weights = file.read<float>("batch/mlm_weights");
-    batch.cls_positions = file.read<int32_t>("batch/cls_positions");
-    batch.nsp_labels = file.read<int32_t>("batch/nsp_labels");
-  }
+  Batch batch = compact(file);
+  std::unique_ptr<Backend> backend = make_backend({.name = "cpu"});
 
   void load(FlatTensors& flat, const std::string& prefix) const {
     for (const TensorInfo& t : table.tensors()) {
@@ -55,9 +94,6 @@ struct Golden {
       ASSERT_EQ(values.size(), t.numel) << t.name;
       std::copy(values.begin(), values.end(), flat.get(t));
     }
-  }
-  BatchShape shape() const {
-    return {batch.rows, batch.seq_len, batch.predictions(), batch.sequences()};
   }
   LambHyperparams lamb() const {
     LambHyperparams hp;
@@ -76,55 +112,78 @@ struct Golden {
   double read_double(const std::string& name) const { return file.attr_double("", name); }
 };
 
+// Rows of `rows` x `cols` values at row stride `stride` on the backend, as host floats.
+std::vector<float> download_rows(Backend& backend, const void* src, int rows, int cols, int stride) {
+  std::vector<float> all(size_t(rows) * stride), out;
+  backend.download(all.data(), src, all.size() * sizeof(float));
+  for (int r = 0; r < rows; ++r) out.insert(out.end(), all.begin() + size_t(r) * stride, all.begin() + size_t(r) * stride + cols);
+  return out;
+}
+
 TEST(BertGolden, LogitsLossesAndGradientsMatchPyTorch) {
   Golden g;
-  FlatTensors params(g.table), grads(g.table);
-  g.load(params, "param/");
-  BertModel model(g.config, g.shape());
-  const BertOutputs out = model.forward(params, g.batch, /*training=*/false, 0, 0);
+  FlatTensors host(g.table), grads(g.table);
+  g.load(host, "param/");
+  ParamBuffers params(*g.backend, g.table);
+  params.upload(host);
+  BertModel model(*g.backend, g.config, g.table, g.batch.capacity);
+  BatchStage stage(*g.backend, g.batch.capacity);
+  const DeviceBatch& batch = stage.stage(g.batch, LossWeighting::MEAN);
+  model.zero_stats();
+  model.forward(batch, params.weights(), /*training=*/false, nullptr, 0);
+  const LossStats out = model.read_stats();
 
   EXPECT_NEAR(out.mlm_loss, g.read_double("mlm_loss"), 1e-4 * out.mlm_loss);
   EXPECT_NEAR(out.nsp_loss, g.read_double("nsp_loss"), 1e-4 * out.nsp_loss);
-  EXPECT_LT(relative_error(model.mlm_logits(), g.file.read<double>("mlm_logits")), 1e-4);
-  EXPECT_LT(relative_error(model.nsp_logits(), g.file.read<double>("nsp_logits")), 1e-4);
+  const std::vector<float> mlm = download_rows(*g.backend, model.mlm_logits(), g.batch.predictions,
+                                               g.config.vocab_size, model.mlm_logits_stride());
+  EXPECT_LT(relative_error(mlm.data(), g.file.read<double>("mlm_logits")), 1e-4);
+  const std::vector<float> nsp = download_rows(*g.backend, model.nsp_logits(), g.batch.sequences, 2, 2);
+  EXPECT_LT(relative_error(nsp.data(), g.file.read<double>("nsp_logits")), 1e-4);
 
-  grads.zero();
-  model.backward(params, grads, g.batch);
+  g.backend->fill_zero(params.grads(), params.elements() * sizeof(float));
+  model.backward(batch, params.weights(), params.grads(), 1.0f);
+  params.download_grads(grads);
   for (const TensorInfo& t : g.table.tensors()) {
     // Gradients here are of order 1e-2 to 1: 1e-3 is far below any of them.
     EXPECT_LT(relative_error(grads.get(t), g.file.read<double>("grad/" + t.name), 1e-3), 1e-4) << t.name;
   }
 }
 
-// Three reference LAMB steps on the same batch: clip to max_grad_norm, schedule, update.
+// Three reference LAMB steps on the same batch, through the training step: clip to max_grad_norm, schedule,
+// update.
 TEST(BertGolden, ThreeLambStepsMatchPyTorch) {
   Golden g;
-  FlatTensors params(g.table), grads(g.table);
-  g.load(params, "param/");
+  FlatTensors host(g.table);
+  g.load(host, "param/");
   const LambHyperparams hp = g.lamb();
   const auto ref_loss = g.file.read<double>("lamb_steps/loss");
   const auto ref_lr = g.file.read<double>("lamb_steps/lr");
   const auto ref_norm = g.file.read<double>("lamb_steps/grad_norm");
   const int steps = static_cast<int>(g.file.attr_int("", "lamb_steps"));
-  BertModel model(g.config, g.shape());
-  Lamb lamb(g.table, hp);
-  GradAccumulator accumulator(g.table, 1, hp.max_grad_norm);
-  for (int step = 0; step < steps; ++step) {
-    const BertOutputs out = model.forward(params, g.batch, false, 0, step);
-    EXPECT_NEAR(out.total_loss, ref_loss[step], 1e-4 * ref_loss[step]) << "step " << step;
-    grads.zero();
-    model.backward(params, grads, g.batch);
-    accumulator.reset();
-    const double norm = accumulator.add(grads);
-    EXPECT_NEAR(norm, ref_norm[step], 1e-4 * ref_norm[step]) << "step " << step;
-    const double lr = learning_rate(hp, lamb.steps_taken());
-    EXPECT_NEAR(lr, ref_lr[step], 1e-12) << "step " << step;
-    lamb.step(params, accumulator.gradient(), lr);
+  ParamBuffers params(*g.backend, g.table);
+  params.upload(host);
+  BertModel model(*g.backend, g.config, g.table, g.batch.capacity);
+  Lamb lamb(*g.backend, g.table, hp);
+  const auto dist = DistContext::single();
+  const auto reducer = make_grad_reducer(*g.backend, *dist);
+  TrainStep step(*g.backend, model, params, lamb, *reducer, {}, g.batch.capacity);
+  for (int s = 0; s < steps; ++s) {
+    // The dump's model has no dropout, so the training step's forward is the reference's.
+    const StepStats out = step.run({&g.batch}, s);
+    const double loss = out.loss.mlm_loss + out.loss.nsp_loss;
+    EXPECT_NEAR(loss, ref_loss[s], 1e-4 * ref_loss[s]) << "step " << s;
+    EXPECT_NEAR(out.grad_norm, ref_norm[s], 1e-4 * ref_norm[s]) << "step " << s;
+    EXPECT_NEAR(learning_rate(hp, s), ref_lr[s], 1e-12) << "step " << s;
   }
-  const BertOutputs final_out = model.forward(params, g.batch, false, 0, steps);
-  EXPECT_NEAR(final_out.total_loss, ref_loss[steps], 1e-4 * ref_loss[steps]);
+  BatchStage stage(*g.backend, g.batch.capacity);
+  model.zero_stats();
+  model.forward(stage.stage(g.batch, LossWeighting::MEAN), params.weights(), false, nullptr, 0);
+  const LossStats final_out = model.read_stats();
+  EXPECT_NEAR(final_out.mlm_loss + final_out.nsp_loss, ref_loss[steps], 1e-4 * ref_loss[steps]);
+  params.download(host);
   for (const TensorInfo& t : g.table.tensors()) {
-    EXPECT_LT(relative_error(params.get(t), g.file.read<double>("lamb3/" + t.name)), 1e-4) << t.name;
+    EXPECT_LT(relative_error(host.get(t), g.file.read<double>("lamb3/" + t.name)), 1e-4) << t.name;
   }
 }
 

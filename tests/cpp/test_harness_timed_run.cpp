@@ -92,7 +92,8 @@ class TimedRunLog : public ::testing::Test {
       scripted->eval_samples = eval_samples;
       return scripted;
     };
-    const TimedRunResult result = timed_run(config_, system_, log, options, factory);
+    const auto dist = DistContext::single();
+    const TimedRunResult result = timed_run(config_, system_, log, options, *dist, factory);
     log.close_file();
     if (const char* keep = std::getenv("BERTPERF_HARNESS_LOG_DIR"))
       fs::copy_file(path, fs::path(keep) / (name + ".txt"), fs::copy_options::overwrite_existing);

@@ -15,11 +15,14 @@
 #include <new>
 #include <sstream>
 
+#include "data/reader.h"
+#include "dist/reducer.h"
 #include "harness/train_config.h"
 #include "harness/train_session.h"
-#include "data/reader.h"
+#include "harness/train_step.h"
 #include "model/bert.h"
 #include "model/checkpoint.h"
+#include "model/param_buffers.h"
 #include "optim/lamb.h"
 #include "synthetic_data.h"
 
@@ -50,7 +53,8 @@ fs::path scratch(const std::string& name) {
 }
 
 std::vector<double> losses(const TrainConfig& config, uint64_t seed, int steps) {
-  TrainSession session(config, seed);
+  const auto dist = DistContext::single();
+  TrainSession session(config, seed, *dist);
   std::vector<double> out;
   session.train_until(int64_t(steps) * config.global_batch_size(),
                       [&](const TrainProgress& p) { out.push_back(p.last_loss); });
@@ -80,7 +84,8 @@ size_t count_lines(const std::string& s) { return std::count(s.begin(), s.end(),
 TEST(Training, LossFallsAndAccuracyRisesOnLearnableData) {
   const auto run = testing::write_synthetic_run(scratch("learn"));
   const TrainConfig config = load_train_config(run.config_path);
-  TrainSession session(config, 7);
+  const auto dist = DistContext::single();
+  TrainSession session(config, 7, *dist);
   const double before = session.evaluate().mlm_accuracy;
   std::vector<double> trace;
   // About 300 steps is where this task's loss starts to fall fast; 500 take a second.
@@ -137,30 +142,46 @@ Batch first_batch(const TrainConfig& config, bool pad_predictions = true) {
   return batch;
 }
 
+// The pieces of a training step on the CPU backend, as a session builds them.
+struct StepParts {
+  std::unique_ptr<Backend> backend;
+  TensorTable table;
+  ParamBuffers params;
+  BertModel model;
+  Lamb lamb;
+  std::unique_ptr<DistContext> dist = DistContext::single();
+  std::unique_ptr<GradReducer> reducer;
+
+  StepParts(const TrainConfig& config, BatchCapacity capacity)
+      : backend(make_backend(config.backend)),
+        table(bert_parameter_table(config.model)),
+        params(*backend, table),
+        model(*backend, config.model, table, capacity),
+        lamb(*backend, table, config.lamb),
+        reducer(make_grad_reducer(*backend, *dist)) {
+    FlatTensors host(table);
+    bert_init_parameters(host, config.model, 1);
+    params.upload(host);
+  }
+};
+
 TEST(Training, StepAllocatesNothingAfterTheFirst) {
   const auto run = testing::write_synthetic_run(scratch("alloc"));
   const TrainConfig config = load_train_config(run.config_path);
-  const TensorTable table = bert_parameter_table(config.model);
-  FlatTensors params(table), grads(table);
-  bert_init_parameters(params, config.model, 1);
   const Batch batch = first_batch(config);
-  BertModel model(config.model, {batch.rows, batch.seq_len, batch.predictions(), batch.sequences()});
-  Lamb lamb(table, config.lamb);
-  GradAccumulator accumulator(table, 1, config.lamb.max_grad_norm);
-  auto step = [&](uint32_t i) {
-    model.forward(params, batch, true, 1, i);
-    grads.zero();
-    model.backward(params, grads, batch);
-    accumulator.reset();
-    accumulator.add(grads);
-    lamb.step(params, accumulator.gradient(), 1e-3);
-  };
-  step(0);
-  g_allocations = 0;
-  g_count_allocations = true;
-  for (uint32_t i = 1; i < 4; ++i) step(i);
-  g_count_allocations = false;
-  EXPECT_EQ(g_allocations.load(), 0);
+  for (const ClipMode clip : {ClipMode::PER_MICRO_BATCH, ClipMode::AFTER_REDUCTION}) {
+    StepParts parts(config, batch.capacity);
+    // Two micro-batches, so the accumulation path runs too.
+    TrainStep step(*parts.backend, parts.model, parts.params, parts.lamb, *parts.reducer,
+                   {.micro_batches = 2, .seed = 1, .clip = clip}, batch.capacity);
+    const std::vector<const Batch*> micro = {&batch, &batch};
+    step.run(micro, 0);
+    g_allocations = 0;
+    g_count_allocations = true;
+    for (int64_t i = 1; i < 4; ++i) step.run(micro, i);
+    g_count_allocations = false;
+    EXPECT_EQ(g_allocations.load(), 0) << (clip == ClipMode::PER_MICRO_BATCH ? "per micro-batch" : "after reduction");
+  }
   fs::remove_all(run.dir);
 }
 
@@ -169,26 +190,28 @@ TEST(Training, StepAllocatesNothingAfterTheFirst) {
 TEST(Training, UnpaddedPredictionsGiveThePaddedLossAndGradients) {
   const auto run = testing::write_synthetic_run(scratch("unpadded"));
   const TrainConfig config = load_train_config(run.config_path);
-  const TensorTable table = bert_parameter_table(config.model);
-  FlatTensors params(table), padded_grads(table), unpadded_grads(table);
-  bert_init_parameters(params, config.model, 1);
   const Batch padded = first_batch(config, true), unpadded = first_batch(config, false);
-  ASSERT_EQ(padded.predictions(), padded.rows * config.max_predictions);
-  ASSERT_LT(unpadded.predictions(), padded.predictions()) << "the synthetic data must have empty slots";
-  for (float w : unpadded.mlm_weights) EXPECT_EQ(w, 1.0f);
-  BertModel model(config.model, {padded.rows, padded.seq_len, padded.predictions(), padded.sequences()});
-  auto run_step = [&](const Batch& batch, FlatTensors& grads) {
-    const BertOutputs out = model.forward(params, batch, true, 7, 3);
-    grads.zero();
-    model.backward(params, grads, batch);
-    return out;
+  ASSERT_EQ(padded.predictions, padded.capacity.sequences * config.max_predictions);
+  ASSERT_LT(unpadded.predictions, padded.predictions) << "the synthetic data must have empty slots";
+  for (int i = 0; i < unpadded.predictions; ++i) EXPECT_EQ(unpadded.mlm_weights[i], 1.0f);
+  StepParts parts(config, padded.capacity);
+  BatchStage stage(*parts.backend, padded.capacity);
+  const ops::DropoutCounter counter{7, 3, 0};
+  auto run_step = [&](const Batch& host, FlatTensors& grads) {
+    const DeviceBatch& batch = stage.stage(host, LossWeighting::MEAN);
+    parts.model.zero_stats();
+    parts.model.forward(batch, parts.params.weights(), true, &counter, 0);
+    parts.backend->fill_zero(parts.params.grads(), parts.params.elements() * sizeof(float));
+    parts.model.backward(batch, parts.params.weights(), parts.params.grads(), 1.0f);
+    parts.params.download_grads(grads);
+    return parts.model.read_stats();
   };
-  const BertOutputs a = run_step(padded, padded_grads), b = run_step(unpadded, unpadded_grads);
+  FlatTensors padded_grads(parts.table), unpadded_grads(parts.table);
+  const LossStats a = run_step(padded, padded_grads), b = run_step(unpadded, unpadded_grads);
   EXPECT_NEAR(a.mlm_loss, b.mlm_loss, 1e-6 * std::abs(a.mlm_loss));
-  EXPECT_FLOAT_EQ(a.nsp_loss, b.nsp_loss);
+  EXPECT_DOUBLE_EQ(a.nsp_loss, b.nsp_loss);
   EXPECT_EQ(a.mlm_correct, b.mlm_correct);
-  EXPECT_EQ(a.mlm_weight, b.mlm_weight);
-  for (const TensorInfo& t : table.tensors()) {
+  for (const TensorInfo& t : parts.table.tensors()) {
     const float* x = padded_grads.get(t.name);
     const float* y = unpadded_grads.get(t.name);
     double scale = 0, diff = 0;
