@@ -1,15 +1,17 @@
-// CPU multi-head self-attention core: scaled scores, seq_id mask, softmax, Philox dropout on the
-// probabilities, and the backward (cpu_ops.h).
+// CPU variable-length multi-head self-attention: scaled scores within each sequence, softmax, Philox dropout on
+// the probabilities, and the backward (ops.h AttentionForward/Backward, cpu_ops.h).
 //
-// Work is split by (batch row, head): each pair owns an S x S block of probs / scratch and a
-// disjoint set of q, k, v, ctx channels, so pairs run in parallel with no synchronisation. Heads are
-// read in place from the (B, S, A*D) layout with leading dimension A*D; nothing is transposed.
-// Inside the parallel loop BLAS runs single-threaded (the pairs already fill the cores).
+// Work is split by (sequence, head): each pair owns a len x len block of the saved probabilities (and of the
+// backward's workspace) and a disjoint set of q, k, v, ctx rows and channels, so pairs run in parallel with no
+// synchronisation. Heads are read in place from the packed (N, 3H) qkv with leading dimension 3H; nothing is
+// transposed. Inside the parallel loop BLAS runs single-threaded (the pairs already fill the cores).
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "backends/cpu/cpu_math.h"
 #include "backends/cpu/cpu_ops.h"
+#include "backends/kernel_math.h"
 #include "core/errors.h"
 
 namespace bertperf::cpu {
@@ -19,137 +21,204 @@ namespace {
 // Probability elements the dropout path of the forward stages on the stack at once.
 constexpr size_t kTile = 16384;
 
-// Tiny problems (tests, toy models) stay on one thread: a parallel region costs more than the work.
-inline bool worth_parallel(int B, int S, int A, int D) {
-  return B * A > 1 && static_cast<double>(B) * A * S * S * D > 1e6;
-}
+// One (sequence, head) pair: its tokens and its block of saved / workspace memory.
+struct Pair {
+  int s, h;
+  int first, len;   // tokens [first, first + len)
+  size_t block;     // element offset of its len x len block
+};
 
-// Whether key t is hidden from query f (see ops.h): padding keys always, and real tokens of a
-// different sequence of the same packed row.
-inline bool masked(int32_t query_seq, int32_t key_seq) {
-  return key_seq == 0 || (query_seq != 0 && key_seq != query_seq);
-}
+// The sequence layout, checked once per call (a broken layout would read and write out of bounds).
+struct Layout {
+  const int32_t* cu;
+  int sequences, heads, max_seqlen;
 
-// row = softmax(row + mask) in place, over S keys.
+  Layout(const int32_t* cu_seqlens, int N, int sequences_, int max_seqlen_, int heads_)
+      : cu(cu_seqlens), sequences(sequences_), heads(heads_), max_seqlen(max_seqlen_) {
+    BERT_CHECK(sequences >= 0 && heads > 0 && max_seqlen > 0, "attention: ", sequences, " sequences, ", heads,
+               " heads, max_seqlen ", max_seqlen);
+    BERT_CHECK(cu[0] == 0 && cu[sequences] <= N, "attention: sequences cover tokens [", cu[0], ", ", cu[sequences],
+               ") of ", N);
+    for (int s = 0; s < sequences; ++s) {
+      const int len = cu[s + 1] - cu[s];
+      BERT_CHECK(len >= 0 && len <= max_seqlen, "attention: sequence ", s, " has length ", len, ", outside [0, ",
+                 max_seqlen, "]");
+    }
+  }
+  int tokens() const { return cu[sequences]; }
+  // Pair i = s * heads + h. Its block offset is heads * sum_{s' < s} len^2 + h * len^2, found by a walk over the
+  // sequences before it (cheap next to the pair's products, and it keeps the ops free of allocations).
+  Pair pair(int i) const {
+    const int s = i / heads, h = i % heads;
+    size_t before = 0;
+    for (int t = 0; t < s; ++t) before += static_cast<size_t>(cu[t + 1] - cu[t]) * (cu[t + 1] - cu[t]);
+    const int len = cu[s + 1] - cu[s];
+    return {s, h, cu[s], len, (before * heads) + static_cast<size_t>(h) * len * len};
+  }
+  // Tiny problems (tests, toy models) stay on one thread: a parallel region costs more than the work.
+  bool worth_parallel(int head_dim) const {
+    double work = 0;
+    for (int s = 0; s < sequences; ++s) work += static_cast<double>(cu[s + 1] - cu[s]) * (cu[s + 1] - cu[s]);
+    return sequences * heads > 1 && work * heads * head_dim > 1e6;
+  }
+  // The first dropout element of row i of a pair: keys j follow it contiguously.
+  uint64_t dropout_row(const Pair& pr, int i) const {
+    return kmath::attention_dropout_element(pr.s, pr.h, i, 0, heads, max_seqlen);
+  }
+};
+
+// row = softmax(row) in place, over n keys.
 template <typename T>
-void masked_softmax_row(T* row, const int32_t* seq, int32_t query_seq, int S) {
-  const T mask_value = T(ops::kAttentionMaskValue);
-#pragma omp simd
-  for (int t = 0; t < S; ++t) row[t] += masked(query_seq, seq[t]) ? mask_value : T(0);
-  const T row_max = max_of(row, S);
+void softmax_row(T* row, int n) {
+  const T row_max = max_of(row, n);
   T sum = 0;
 #pragma omp simd reduction(+ : sum)
-  for (int t = 0; t < S; ++t) {
+  for (int t = 0; t < n; ++t) {
     row[t] = exp_t<T>(row[t] - row_max);
     sum += row[t];
   }
   const T inv = T(1) / sum;
 #pragma omp simd
-  for (int t = 0; t < S; ++t) row[t] *= inv;
+  for (int t = 0; t < n; ++t) row[t] *= inv;
+}
+
+// Rows [n0, n) of an (n, cols) matrix set to 0: the filler tokens past the last sequence.
+template <typename T>
+void zero_rows(T* x, int n0, int n, size_t cols) {
+  if (n > n0) std::memset(static_cast<void*>(x + n0 * cols), 0, (n - n0) * cols * sizeof(T));
 }
 
 }  // namespace
 
-template <typename T>
-void attention_forward(T* ctx, T* probs, const T* q, const T* k, const T* v, const int32_t* seq_id, int B,
-                       int S, int A, int D, float drop_prob, RngKey key) {
-  const bool dropout = drop_prob > 0.0f;
-  BERT_CHECK(!dropout || static_cast<size_t>(S) <= kTile, "attention dropout supports S <= ", kTile, ", got ", S);
-  const int AD = A * D;
-  const T score_scale = T(1) / std::sqrt(T(D));
-  const T keep_scale = dropout_scale<T>(drop_prob);
-  const size_t SS = static_cast<size_t>(S) * S;
-  const bool parallel = worth_parallel(B, S, A, D);
-  SingleThreadedBlas single(parallel);
-#pragma omp parallel for schedule(dynamic, 1) if (parallel)
-  for (int bh = 0; bh < B * A; ++bh) {
-    const int b = bh / A, h = bh % A;
-    const size_t head = static_cast<size_t>(b) * S * AD + static_cast<size_t>(h) * D;
-    T* P = probs + bh * SS;
-    gemm<T>(false, true, S, S, D, score_scale, q + head, AD, k + head, AD, T(0), P, S);
-    const int32_t* seq = seq_id + static_cast<size_t>(b) * S;
-    for (int f = 0; f < S; ++f) masked_softmax_row(P + static_cast<size_t>(f) * S, seq, seq[f], S);
-    if (!dropout) {
-      gemm<T>(false, false, S, D, S, T(1), P, S, v + head, AD, T(0), ctx + head, AD);
-      continue;
-    }
-    // ctx rows = (P * mask * scale) . V, a block of query rows at a time through a stack tile, since
-    // probs must keep the values before dropout for the backward.
-    T tile[kTile];
-    const int rows_per_tile = static_cast<int>(kTile / S);
-    for (int f0 = 0; f0 < S; f0 += rows_per_tile) {
-      const int rows = std::min(rows_per_tile, S - f0);
-      const size_t first = bh * SS + static_cast<size_t>(f0) * S;
-      const size_t count = static_cast<size_t>(rows) * S;
-      dropout_multipliers(tile, first, count, drop_prob, key, keep_scale);
-      const T* src = P + static_cast<size_t>(f0) * S;
-#pragma omp simd
-      for (size_t i = 0; i < count; ++i) tile[i] *= src[i];
-      gemm<T>(false, false, rows, D, S, T(1), tile, S, v + head, AD, T(0),
-              ctx + head + static_cast<size_t>(f0) * AD, AD);
-    }
-  }
+size_t attention_saved_elements(int tokens, int max_seqlen, int heads) {
+  // sum len^2 <= max_seqlen * sum len <= max_seqlen * tokens.
+  return static_cast<size_t>(heads) * tokens * max_seqlen;
 }
 
 template <typename T>
-void attention_backward(T* dq, T* dk, T* dv, T* scratch, const T* dctx, const T* probs, const T* q,
-                        const T* k, const T* v, int B, int S, int A, int D, float drop_prob, RngKey key) {
+void attention_forward(const ops::AttentionForward& p) {
+  const Layout layout(p.cu_seqlens, p.N, p.sequences, p.max_seqlen, p.heads);
+  const float drop_prob = p.dropout.prob;
   const bool dropout = drop_prob > 0.0f;
-  const int AD = A * D;
-  const T score_scale = T(1) / std::sqrt(T(D));
   const T keep_scale = dropout_scale<T>(drop_prob);
-  const size_t SS = static_cast<size_t>(S) * S;
-  const bool parallel = worth_parallel(B, S, A, D);
+  const RngKey key = dropout_key(p.dropout);
+  BERT_CHECK(!dropout || static_cast<size_t>(p.max_seqlen) <= kTile, "attention dropout supports sequences up to ",
+             kTile, " tokens, got ", p.max_seqlen);
+  const int D = p.head_dim, H = p.heads * D, ld = 3 * H;
+  const T score_scale = T(1) / std::sqrt(T(D));
+  const T* qkv = static_cast<const T*>(p.qkv);
+  T* ctx = static_cast<T*>(p.ctx);
+  T* saved = static_cast<T*>(p.saved);
+  const bool parallel = layout.worth_parallel(D);
   SingleThreadedBlas single(parallel);
 #pragma omp parallel for schedule(dynamic, 1) if (parallel)
-  for (int bh = 0; bh < B * A; ++bh) {
-    const int b = bh / A, h = bh % A;
-    const size_t head = static_cast<size_t>(b) * S * AD + static_cast<size_t>(h) * D;
-    const T* P = probs + bh * SS;
-    T* W = scratch + bh * SS;
-    // dV += dropout(P)^T . dctx
-    if (dv) {
-      const T* Pd = P;
-      if (dropout) {
-        dropout_multipliers(W, bh * SS, SS, drop_prob, key, keep_scale);
-#pragma omp simd
-        for (size_t i = 0; i < SS; ++i) W[i] *= P[i];
-        Pd = W;
-      }
-      gemm<T>(true, false, S, D, S, T(1), Pd, S, dctx + head, AD, T(1), dv + head, AD);
+  for (int i = 0; i < p.sequences * p.heads; ++i) {
+    const Pair pr = layout.pair(i);
+    const int L = pr.len;
+    if (L == 0) continue;
+    const T* q = qkv + static_cast<size_t>(pr.first) * ld + pr.h * D;
+    const T* k = q + H;
+    const T* v = q + 2 * H;
+    T* out = ctx + static_cast<size_t>(pr.first) * H + pr.h * D;
+    T* P = saved + pr.block;
+    gemm<T>(false, true, L, L, D, score_scale, q, ld, k, ld, T(0), P, L);
+    for (int f = 0; f < L; ++f) softmax_row(P + static_cast<size_t>(f) * L, L);
+    if (!dropout) {
+      gemm<T>(false, false, L, D, L, T(1), P, L, v, ld, T(0), out, H);
+      continue;
     }
-    if (!dq && !dk) continue;
+    // ctx rows = (P * mask * scale) . V, a block of query rows at a time through a stack tile, since the saved
+    // probabilities must keep the values before dropout for the backward.
+    T tile[kTile];
+    const int rows_per_tile = static_cast<int>(kTile / L);
+    for (int f0 = 0; f0 < L; f0 += rows_per_tile) {
+      const int rows = std::min(rows_per_tile, L - f0);
+      for (int r = 0; r < rows; ++r) {
+        T* t = tile + static_cast<size_t>(r) * L;
+        const T* src = P + static_cast<size_t>(f0 + r) * L;
+        dropout_multipliers(t, layout.dropout_row(pr, f0 + r), L, drop_prob, key, keep_scale);
+#pragma omp simd
+        for (int j = 0; j < L; ++j) t[j] *= src[j];
+      }
+      gemm<T>(false, false, rows, D, L, T(1), tile, L, v, ld, T(0), out + static_cast<size_t>(f0) * H, H);
+    }
+  }
+  zero_rows(ctx, layout.tokens(), p.N, H);
+}
+
+template <typename T>
+void attention_backward(const ops::AttentionBackward& p) {
+  const Layout layout(p.cu_seqlens, p.N, p.sequences, p.max_seqlen, p.heads);
+  const float drop_prob = p.dropout.prob;
+  const bool dropout = drop_prob > 0.0f;
+  const T keep_scale = dropout_scale<T>(drop_prob);
+  const RngKey key = dropout_key(p.dropout);
+  const int D = p.head_dim, H = p.heads * D, ld = 3 * H;
+  const T score_scale = T(1) / std::sqrt(T(D));
+  const T* qkv = static_cast<const T*>(p.qkv);
+  const T* dctx = static_cast<const T*>(p.dctx);
+  const T* saved = static_cast<const T*>(p.saved);
+  T* dqkv = static_cast<T*>(p.dqkv);
+  T* workspace = static_cast<T*>(p.workspace);
+  const bool parallel = layout.worth_parallel(D);
+  SingleThreadedBlas single(parallel);
+#pragma omp parallel for schedule(dynamic, 1) if (parallel)
+  for (int i = 0; i < p.sequences * p.heads; ++i) {
+    const Pair pr = layout.pair(i);
+    const int L = pr.len;
+    if (L == 0) continue;
+    const size_t LL = static_cast<size_t>(L) * L;
+    const size_t q_at = static_cast<size_t>(pr.first) * ld + pr.h * D;
+    const T* q = qkv + q_at;
+    const T* k = q + H;
+    const T* v = q + 2 * H;
+    T* dq = dqkv + q_at;
+    T* dk = dq + H;
+    T* dv = dq + 2 * H;
+    const T* dout = dctx + static_cast<size_t>(pr.first) * H + pr.h * D;
+    const T* P = saved + pr.block;
+    T* W = workspace + pr.block;
+    // dV = dropout(P)^T . dctx
+    const T* Pd = P;
+    if (dropout) {
+      for (int f = 0; f < L; ++f)
+        dropout_multipliers(W + static_cast<size_t>(f) * L, layout.dropout_row(pr, f), L, drop_prob, key,
+                            keep_scale);
+#pragma omp simd
+      for (size_t e = 0; e < LL; ++e) W[e] *= P[e];
+      Pd = W;
+    }
+    gemm<T>(true, false, L, D, L, T(1), Pd, L, dout, H, T(0), dv, ld);
     // dPd = dctx . V^T; dP = dPd * mask * scale; dScores = P * (dP - rowsum(dP * P)).
-    gemm<T>(false, true, S, S, D, T(1), dctx + head, AD, v + head, AD, T(0), W, S);
-    for (int f = 0; f < S; ++f) {
-      T* row = W + static_cast<size_t>(f) * S;
-      const T* p = P + static_cast<size_t>(f) * S;
+    gemm<T>(false, true, L, L, D, T(1), dout, H, v, ld, T(0), W, L);
+    for (int f = 0; f < L; ++f) {
+      T* row = W + static_cast<size_t>(f) * L;
+      const T* prob = P + static_cast<size_t>(f) * L;
       if (dropout) {
         T mult[kDropoutChunk];
-        for (int t0 = 0; t0 < S; t0 += static_cast<int>(kDropoutChunk)) {
-          const int count = std::min(static_cast<int>(kDropoutChunk), S - t0);
-          dropout_multipliers(mult, bh * SS + static_cast<size_t>(f) * S + t0, count, drop_prob, key, keep_scale);
+        for (int t0 = 0; t0 < L; t0 += static_cast<int>(kDropoutChunk)) {
+          const int count = std::min(static_cast<int>(kDropoutChunk), L - t0);
+          dropout_multipliers(mult, layout.dropout_row(pr, f) + t0, count, drop_prob, key, keep_scale);
 #pragma omp simd
           for (int t = 0; t < count; ++t) row[t0 + t] *= mult[t];
         }
       }
       T dot = 0;
 #pragma omp simd reduction(+ : dot)
-      for (int t = 0; t < S; ++t) dot += row[t] * p[t];
+      for (int t = 0; t < L; ++t) dot += row[t] * prob[t];
 #pragma omp simd
-      for (int t = 0; t < S; ++t) row[t] = p[t] * (row[t] - dot);
+      for (int t = 0; t < L; ++t) row[t] = prob[t] * (row[t] - dot);
     }
-    // The mask is an additive constant, so it has no gradient; scores = scale * Q . K^T.
-    if (dq) gemm<T>(false, false, S, D, S, score_scale, W, S, k + head, AD, T(1), dq + head, AD);
-    if (dk) gemm<T>(true, false, S, D, S, score_scale, W, S, q + head, AD, T(1), dk + head, AD);
+    // scores = scale * Q . K^T
+    gemm<T>(false, false, L, D, L, score_scale, W, L, k, ld, T(0), dq, ld);
+    gemm<T>(true, false, L, D, L, score_scale, W, L, q, ld, T(0), dk, ld);
   }
+  zero_rows(dqkv, layout.tokens(), p.N, static_cast<size_t>(ld));
 }
 
-#define BERTPERF_INSTANTIATE(T)                                                                              \
-  template void attention_forward<T>(T*, T*, const T*, const T*, const T*, const int32_t*, int, int, int, int, \
-                                     float, RngKey);                                                          \
-  template void attention_backward<T>(T*, T*, T*, T*, const T*, const T*, const T*, const T*, const T*, int,  \
-                                      int, int, int, float, RngKey);
+#define BERTPERF_INSTANTIATE(T)                                             \
+  template void attention_forward<T>(const ops::AttentionForward&);        \
+  template void attention_backward<T>(const ops::AttentionBackward&);
 BERTPERF_INSTANTIATE(float)
 BERTPERF_INSTANTIATE(double)
 #undef BERTPERF_INSTANTIATE

@@ -1,5 +1,6 @@
-// Inline building blocks of the CPU ops: vectorisable exp and tanh, the dropout multiplier stream,
-// and the column-block split used by every reduction over rows.
+// Inline building blocks of the CPU ops: vectorisable exp and tanh (and the callables that hand them to the
+// shared element math of backends/kernel_math.h), the dropout multiplier stream, and the column-block split used
+// by every reduction over rows.
 #pragma once
 
 #include <cblas.h>
@@ -12,6 +13,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "backends/ops.h"
 #include "core/errors.h"
 #include "core/philox.h"
 
@@ -90,6 +92,21 @@ inline T tanh_t(T x) {
   }
 }
 
+// The callables kernel_math.h's formulas take: function objects rather than function pointers, so the formula
+// inlines and its loop vectorises.
+struct FastExp {
+  template <typename T>
+  T operator()(T x) const { return exp_t<T>(x); }
+};
+struct FastTanh {
+  template <typename T>
+  T operator()(T x) const { return tanh_t<T>(x); }
+};
+struct Sqrt {
+  template <typename T>
+  T operator()(T x) const { return std::sqrt(x); }
+};
+
 // Largest of x[0..n), n >= 1. Written as a select from 0: GCC vectorises this form, not std::max.
 template <typename T>
 inline T max_of(const T* x, int n) {
@@ -115,8 +132,21 @@ inline T dropout_scale(float drop_prob) {
 template <typename T>
 inline void dropout_multipliers(T* mult, uint64_t first, size_t count, float drop_prob, RngKey key, T scale) {
   const uint64_t end = first + count;
+  // A partial block at either end (a row of attention probabilities need not start or end on a block boundary):
+  // one Philox call for its elements.
+  auto partial_block = [&](uint64_t e0, uint64_t e1) {
+    const Philox4 bits = philox4x32_10(
+        {{static_cast<uint32_t>(e0 >> 2), static_cast<uint32_t>(e0 >> 34), key.site, key.step}},
+        static_cast<uint32_t>(key.seed), static_cast<uint32_t>(key.seed >> 32));
+    for (uint64_t e = e0; e < e1; ++e)
+      mult[e - first] = static_cast<float>(bits.v[e & 3] >> 8) * (1.0f / 16777216.0f) >= drop_prob ? scale : T(0);
+  };
   uint64_t e = first;
-  for (; e < end && (e & 3) != 0; ++e) mult[e - first] = dropout_keep(key, e, drop_prob) ? scale : T(0);
+  if ((e & 3) != 0) {
+    const uint64_t head_end = std::min(end, (e | 3) + 1);
+    partial_block(e, head_end);
+    e = head_end;
+  }
   const uint64_t first_block = e >> 2;
   const size_t blocks = static_cast<size_t>((end - e) >> 2);
   T* out = mult + (e - first);
@@ -146,7 +176,16 @@ inline void dropout_multipliers(T* mult, uint64_t first, size_t count, float dro
     out[4 * j + 2] = static_cast<float>(c2 >> 8) * kTo01 >= drop_prob ? scale : T(0);
     out[4 * j + 3] = static_cast<float>(c3 >> 8) * kTo01 >= drop_prob ? scale : T(0);
   }
-  for (e += 4 * blocks; e < end; ++e) mult[e - first] = dropout_keep(key, e, drop_prob) ? scale : T(0);
+  e += 4 * blocks;
+  if (e < end) partial_block(e, end);
+}
+
+// The Philox key of an op's dropout (ops.h): (seed, step + step_offset, site) from the counter in backend memory,
+// which the CPU reads directly. No counter is needed when nothing is dropped.
+inline RngKey dropout_key(const ops::Dropout& d) {
+  if (d.prob == 0.0f) return RngKey{0, 0, d.site};
+  BERT_CHECK(d.counter, "dropout with probability ", d.prob, " has no counter");
+  return RngKey{d.counter->seed, d.counter->step + d.step_offset, d.site};
 }
 
 // Elements handled per stack chunk when a loop needs dropout multipliers.
@@ -191,5 +230,32 @@ inline void for_column_blocks(int C, size_t rows, Body body) {
 
 // Work (elements touched) below which a loop stays on one thread: forking costs a few microseconds.
 inline constexpr size_t kParallelMin = 32768;
+
+// sums[c] += sum over rows n of x[n * ld + c], for c < C: every bias gradient.
+template <typename T>
+inline void add_column_sums(T* sums, const T* x, int N, int C, size_t ld) {
+  for_column_blocks(C, N, [&](int c0, int c1) {
+    T acc[kMaxColumnBlock] = {};
+    const int w = c1 - c0;
+    for (int n = 0; n < N; ++n) {
+      const T* row = x + n * ld + c0;
+#pragma omp simd
+      for (int c = 0; c < w; ++c) acc[c] += row[c];
+    }
+    for (int c = 0; c < w; ++c) sums[c0 + c] += acc[c];
+  });
+}
+
+// body(offset, count) over the rows [0, N) of a (N, cols) block with row stride ld, as one flat range when the
+// rows are contiguous; elementwise kernels run on a block of a wider matrix this way.
+template <typename Body>
+inline void for_row_ranges(int N, int cols, size_t ld, Body body) {
+  if (ld == static_cast<size_t>(cols)) {
+    body(size_t{0}, static_cast<size_t>(N) * cols);
+    return;
+  }
+#pragma omp parallel for schedule(static) if (static_cast<size_t>(N) * cols > kParallelMin)
+  for (int n = 0; n < N; ++n) body(n * ld, static_cast<size_t>(cols));
+}
 
 }  // namespace bertperf::cpu

@@ -1,51 +1,100 @@
-// The CPU backend of the op vocabulary (backends/ops.h), as templates on the scalar type.
+// The CPU implementation of the op vocabulary (backends/ops.h), as templates on the scalar type, and the kernels
+// it is built from.
 //
-// Every op of ops.h exists here as cpu::op<T>, explicitly instantiated for float and double.
-// float is the backend proper (bertperf::ops forwards to it); double exists so the tests can check
-// every backward against central finite differences, which fp32 rounding would drown.
-// Semantics, shapes and the accumulate-into-gradients rule are exactly those documented in ops.h;
-// dropout draws and the keep test stay in fp32 for both types, so a float and a double run of the
-// same op drop the same elements.
+// Every op of ops.h exists here as cpu::op<T>(const ops::Op&), explicitly instantiated for float and double, with
+// T standing for every A, W and F pointer of the op (the CPU backend's three dtypes are one). float is the backend
+// proper ("cpu"); double is the oracle ("cpu-f64") the conformance test compares every backend with, and the type
+// the tests check every backward in against central finite differences, which fp32 rounding would drown.
+// Semantics, shapes and the gradient rule (parameter gradients +=, activation gradients =) are exactly ops.h's;
+// dropout draws and the keep test stay in fp32 for both types, so a float and a double run drop the same elements.
+// The per-element formulas are kernel_math.h's, shared with the CUDA kernels, fed the fast exp and tanh of
+// cpu_math.h.
 //
 // Performance notes shared by all ops:
 //  - OpenMP is the only thread pool. Products go to cblas (sgemm/dgemm) running single-threaded,
 //    with a large product split into one block of C per OpenMP thread (see gemm below); loops run
-//    under OpenMP over rows, attention over (batch row, head) pairs.
+//    under OpenMP over rows, attention over (sequence, head) pairs, the optimizer over chunks.
 //  - Reductions over rows (bias, LayerNorm and embedding gradients) are split over column blocks,
-//    so every sum is taken in one fixed order: results do not depend on the thread count and no
-//    op needs scratch memory of its own.
-//  - Nothing allocates; attention_backward works in the caller's scratch.
+//    and sums over chunks or rows are taken per chunk or row and then in order, so results do not
+//    depend on the thread count.
+//  - Nothing allocates: attention works in the caller's saved and workspace memory, and the ops that
+//    need per-row or per-chunk partial sums take a scratch vector that the backend grows only when a
+//    larger call comes.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "backends/ops.h"
 
 namespace bertperf::cpu {
 
+using ops::Activation;
 using ops::WeightLayout;
 
-template <typename T>
-void linear_forward(T* out, const T* inp, const T* weight, const T* bias, int N, int I, int O,
-                    WeightLayout layout);
-template <typename T>
-void linear_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp, const T* weight, int N,
-                     int I, int O, WeightLayout layout);
+// ---- the op vocabulary ----------------------------------------------------------------------------
 
 template <typename T>
-void embedding_forward(T* out, const int32_t* ids, const int32_t* types, const int32_t* positions,
-                       const T* word, const T* type, const T* pos, int N, int C);
+void linear_forward(const ops::LinearForward& p);
 template <typename T>
-void embedding_backward(T* dword, T* dtype, T* dpos, const T* dout, const int32_t* ids,
-                        const int32_t* types, const int32_t* positions, int N, int C);
+void linear_backward(const ops::LinearBackward& p);
+template <typename T>
+void activation_backward(const ops::ActivationBackward& p);
+template <typename T>
+void embedding_forward(const ops::EmbeddingForward& p);
+template <typename T>
+void embedding_backward(const ops::EmbeddingBackward& p);
+template <typename T>
+void residual_layernorm_forward(const ops::ResidualLayerNormForward& p);
+template <typename T>
+void residual_layernorm_backward(const ops::ResidualLayerNormBackward& p);
+// `saved` and the backward's `workspace` hold attention_saved_elements() elements of T: the probabilities of
+// every (sequence, head) pair, sequence s at heads * sum_{s' < s} len_{s'}^2, head h then h * len_s^2 after it.
+template <typename T>
+void attention_forward(const ops::AttentionForward& p);
+template <typename T>
+void attention_backward(const ops::AttentionBackward& p);
+template <typename T>
+void gather_forward(const ops::GatherForward& p);
+template <typename T>
+void gather_backward(const ops::GatherBackward& p);
+template <typename T>
+void cross_entropy_forward(const ops::CrossEntropyForward& p, std::vector<double>& scratch);
+template <typename T>
+void cross_entropy_backward(const ops::CrossEntropyBackward& p);
+template <typename T>
+void gradient_clip(const ops::GradientClip& p, std::vector<double>& scratch);
+void gradient_clip_finish(const ops::GradientClipFinish& p);
+template <typename T>
+void gradient_accumulate(const ops::GradientAccumulate& p);
+template <typename T>
+void lamb_moments(const ops::LambMoments& p, std::vector<double>& scratch);
+template <typename T>
+void lamb_apply(const ops::LambApply& p);
 
+// An upper bound of heads * sum(len^2) over any batch of `tokens` tokens in sequences of at most max_seqlen.
+size_t attention_saved_elements(int tokens, int max_seqlen, int heads);
+
+// ---- kernels the ops are built from, exposed for the tests and the microbenchmarks -------------
+
+// out = word[ids] + type[types] + pos[positions], (N, C).
+template <typename T>
+void embedding_lookup(T* out, const int32_t* ids, const int32_t* types, const int32_t* positions, const T* word,
+                      const T* type, const T* pos, int N, int C);
+// The tables' gradients: dword[ids[t]] += dout[t], and so on; repeated ids add up.
+template <typename T>
+void embedding_scatter_add(T* dword, T* dtype, T* dpos, const T* dout, const int32_t* ids, const int32_t* types,
+                           const int32_t* positions, int N, int C);
+
+// LayerNorm over rows of C, eps 1e-12, biased variance; the backward writes dinp (=) and adds to dgamma, dbeta.
 template <typename T>
 void layernorm_forward(T* out, T* mean, T* rstd, const T* inp, const T* gamma, const T* beta, int N, int C);
 template <typename T>
 void layernorm_backward(T* dinp, T* dgamma, T* dbeta, const T* dout, const T* inp, const T* gamma,
                         const T* mean, const T* rstd, int N, int C);
 
+// Elementwise activations; backwards write dinp = dout * act'(x) (GELU from its input, tanh from its output).
 template <typename T>
 void gelu_forward(T* out, const T* inp, size_t n);
 template <typename T>
@@ -55,31 +104,23 @@ void tanh_forward(T* out, const T* inp, size_t n);
 template <typename T>
 void tanh_backward(T* dinp, const T* out, const T* dout, size_t n);
 
+// out = dropout(inp + bias) + residual over rows of C (bias (C) and residual (N, C) may be null), dropout element
+// = flat index; out may be inp. The backward writes dinp = dout * mask * scale.
 template <typename T>
-void dropout_residual_forward(T* out, const T* inp, const T* residual, size_t n, float drop_prob, RngKey key);
+void bias_dropout_residual_forward(T* out, const T* inp, const T* bias, const T* residual, int N, int C,
+                                   float drop_prob, RngKey key);
 template <typename T>
-void dropout_residual_backward(T* dinp, T* dresidual, const T* dout, size_t n, float drop_prob, RngKey key);
+void dropout_backward(T* dinp, const T* dout, size_t n, float drop_prob, RngKey key);
 
-template <typename T>
-void attention_forward(T* ctx, T* probs, const T* q, const T* k, const T* v, const int32_t* seq_id, int B,
-                       int S, int A, int D, float drop_prob, RngKey key);
-template <typename T>
-void attention_backward(T* dq, T* dk, T* dv, T* scratch, const T* dctx, const T* probs, const T* q,
-                        const T* k, const T* v, int B, int S, int A, int D, float drop_prob, RngKey key);
-
+// out[m] = inp[rows[m]], and its backward dinp[rows[m]] += dout[m] (repeated rows add up).
 template <typename T>
 void gather_rows_forward(T* out, const T* inp, const int32_t* rows, int M, int C);
 template <typename T>
 void gather_rows_backward(T* dinp, const T* dout, const int32_t* rows, int M, int C);
 
+// The index of the first maximum of each row of V (row stride ld).
 template <typename T>
-void cross_entropy_forward(T* losses, const T* logits, const int32_t* labels, int M, int V);
-template <typename T>
-void cross_entropy_backward(T* dlogits, const T* logits, const int32_t* labels, const T* dlosses, int M, int V);
-template <typename T>
-void argmax_rows(int32_t* out, const T* logits, int M, int V);
-
-// ---- building blocks, exposed for the tests and the microbenchmarks ---------------------------
+void argmax_rows(int32_t* out, const T* logits, int M, int V, int ld);
 
 // Time and FLOPs of the gemm() calls made outside parallel regions (the dense layers; attention's
 // per-head GEMMs run inside its own parallel loop and count as attention). Off by default; the

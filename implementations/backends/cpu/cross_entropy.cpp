@@ -1,11 +1,12 @@
-// CPU softmax cross-entropy and row argmax for the masked-LM and NSP heads (cpu_ops.h).
-// Rows are long (the 30522-word vocabulary), so each row is one task and the softmax is recomputed
-// in the backward rather than stored.
+// CPU softmax cross-entropy with its loss statistics, and row argmax, for the masked-LM and NSP heads (cpu_ops.h).
+// Rows are long (the 30522-word vocabulary), so each row is one task. The forward saves each row's log-sum-exp, so
+// the backward is one pass of one exp per element.
 #include <algorithm>
 #include <cmath>
 
 #include "backends/cpu/cpu_math.h"
 #include "backends/cpu/cpu_ops.h"
+#include "backends/kernel_math.h"
 #include "core/errors.h"
 
 namespace bertperf::cpu {
@@ -21,72 +22,104 @@ double row_exp_sum(const T* x, T max, int V) {
   return sum;
 }
 
-void check_labels(const int32_t* labels, int M, int V) {
-  for (int i = 0; i < M; ++i)
-    BERT_CHECK(labels[i] >= 0 && labels[i] < V, "cross-entropy label ", labels[i], " of row ", i,
-               " is outside [0, ", V, ")");
+// The first j with x[j] == m (m the row's maximum). The search goes a block at a time, since a scan with an early
+// exit does not vectorise. A row whose maximum is NaN has no match and reports 0, as a strict-greater scan would.
+template <typename T>
+int32_t first_index_of(const T* x, T m, int V) {
+  constexpr int kBlock = 256;
+  for (int j0 = 0; j0 < V; j0 += kBlock) {
+    const int j1 = std::min(V, j0 + kBlock);
+    int hit = 0;
+#pragma omp simd reduction(| : hit)
+    for (int j = j0; j < j1; ++j) hit |= x[j] == m;
+    if (hit) {
+      int first = j0;
+      while (x[first] != m) ++first;
+      return first;
+    }
+  }
+  return 0;
+}
+
+void check_label(int32_t label, int row, int V) {
+  BERT_CHECK(label >= 0 && label < V, "cross-entropy label ", label, " of row ", row, " is outside [0, ", V, ")");
 }
 
 }  // namespace
 
 template <typename T>
-void cross_entropy_forward(T* losses, const T* logits, const int32_t* labels, int M, int V) {
-  check_labels(labels, M, V);
+void argmax_rows(int32_t* out, const T* logits, int M, int V, int ld) {
 #pragma omp parallel for schedule(static) if (static_cast<size_t>(M) * V > kParallelMin)
   for (int i = 0; i < M; ++i) {
-    const T* x = logits + static_cast<size_t>(i) * V;
-    const T m = max_of(x, V);
-    // -log softmax(x)[label] = log(sum_j exp(x_j - m)) - (x_label - m)
-    losses[i] = static_cast<T>(std::log(row_exp_sum(x, m, V)) - static_cast<double>(x[labels[i]] - m));
+    const T* x = logits + static_cast<size_t>(i) * ld;
+    out[i] = first_index_of(x, max_of(x, V), V);
   }
 }
 
 template <typename T>
-void cross_entropy_backward(T* dlogits, const T* logits, const int32_t* labels, const T* dlosses, int M, int V) {
-  check_labels(labels, M, V);
+void cross_entropy_forward(const ops::CrossEntropyForward& p, std::vector<double>& scratch) {
+  const int M = p.M, V = p.V;
+  const size_t ld = p.ldl ? p.ldl : V;
+  BERT_CHECK(V > 0 && ld >= static_cast<size_t>(V), "cross-entropy rows of ", V, " logits in a stride of ", ld);
+  for (int i = 0; i < M; ++i)
+    if (p.loss_weight[i] != 0.0f || p.count_weight[i] != 0.0f) check_label(p.labels[i], i, V);
+  // Per row: the weighted loss and the weighted hit, summed in row order after the parallel pass.
+  if (scratch.size() < 2 * static_cast<size_t>(M)) scratch.resize(2 * static_cast<size_t>(M));
+  double* row_stats = scratch.data();
+  const T* logits = static_cast<const T*>(p.logits);
+  T* lse = static_cast<T*>(p.lse);
 #pragma omp parallel for schedule(static) if (static_cast<size_t>(M) * V > kParallelMin)
   for (int i = 0; i < M; ++i) {
-    const size_t offset = static_cast<size_t>(i) * V;
-    const T* x = logits + offset;
-    T* dx = dlogits + offset;
+    const T* x = logits + i * ld;
     const T m = max_of(x, V);
-    const T scale = static_cast<T>(static_cast<double>(dlosses[i]) / row_exp_sum(x, m, V));
-#pragma omp simd
-    for (int j = 0; j < V; ++j) dx[j] += scale * exp_t<T>(x[j] - m);
-    dx[labels[i]] -= dlosses[i];
+    const double row_lse = static_cast<double>(m) + std::log(row_exp_sum(x, m, V));
+    lse[i] = static_cast<T>(row_lse);
+    const float lw = p.loss_weight[i], cw = p.count_weight[i];
+    // A row of weight 0 adds nothing (its label need not be valid).
+    row_stats[2 * i] =
+        lw != 0.0f ? lw * kmath::cross_entropy_loss(row_lse, static_cast<double>(x[p.labels[i]])) : 0.0;
+    row_stats[2 * i + 1] = cw != 0.0f && first_index_of(x, m, V) == p.labels[i] ? static_cast<double>(cw) : 0.0;
   }
+  double loss = 0, correct = 0;
+  for (int i = 0; i < M; ++i) {
+    loss += row_stats[2 * i];
+    correct += row_stats[2 * i + 1];
+  }
+  p.stats[0] += loss;
+  p.stats[1] += correct;
 }
 
 template <typename T>
-void argmax_rows(int32_t* out, const T* logits, int M, int V) {
+void cross_entropy_backward(const ops::CrossEntropyBackward& p) {
+  const int M = p.M, V = p.V;
+  const size_t ld = p.ldl ? p.ldl : V;
+  BERT_CHECK(V > 0 && ld >= static_cast<size_t>(V), "cross-entropy rows of ", V, " logits in a stride of ", ld);
+  for (int i = 0; i < M; ++i)
+    if (p.loss_weight[i] != 0.0f) check_label(p.labels[i], i, V);
+  const T* logits = static_cast<const T*>(p.logits);
+  const T* lse = static_cast<const T*>(p.lse);
+  T* dlogits = static_cast<T*>(p.dlogits);
 #pragma omp parallel for schedule(static) if (static_cast<size_t>(M) * V > kParallelMin)
   for (int i = 0; i < M; ++i) {
-    const T* x = logits + static_cast<size_t>(i) * V;
-    // The maximum in one vectorised pass, then the first element equal to it, found a block at a
-    // time (a scan with an early exit does not vectorise). A row whose first element is NaN has
-    // no match and reports 0, as a strict-greater scan would.
-    const T m = max_of(x, V);
-    int32_t first = 0;
-    constexpr int kBlock = 256;
-    for (int j0 = 0; j0 < V; j0 += kBlock) {
-      const int j1 = std::min(V, j0 + kBlock);
-      int hit = 0;
-#pragma omp simd reduction(| : hit)
-      for (int j = j0; j < j1; ++j) hit |= x[j] == m;
-      if (hit) {
-        first = j0;
-        while (x[first] != m) ++first;
-        break;
-      }
+    const T* x = logits + i * ld;
+    T* dx = dlogits + i * ld;
+    const T scale = static_cast<T>(p.scale) * static_cast<T>(p.loss_weight[i]);
+    if (scale == T(0)) {
+      std::fill(dx, dx + V, T(0));
+      continue;
     }
-    out[i] = first;
+    const T row_lse = lse[i];
+    const int label = p.labels[i];
+    // dx may be x: each element is read before it is written.
+#pragma omp simd
+    for (int j = 0; j < V; ++j) dx[j] = kmath::cross_entropy_grad(x[j], row_lse, j == label, scale, FastExp{});
   }
 }
 
-#define BERTPERF_INSTANTIATE(T)                                                                    \
-  template void cross_entropy_forward<T>(T*, const T*, const int32_t*, int, int);                 \
-  template void cross_entropy_backward<T>(T*, const T*, const int32_t*, const T*, int, int);      \
-  template void argmax_rows<T>(int32_t*, const T*, int, int);
+#define BERTPERF_INSTANTIATE(T)                                                                         \
+  template void argmax_rows<T>(int32_t*, const T*, int, int, int);                                     \
+  template void cross_entropy_forward<T>(const ops::CrossEntropyForward&, std::vector<double>&);        \
+  template void cross_entropy_backward<T>(const ops::CrossEntropyBackward&);
 BERTPERF_INSTANTIATE(float)
 BERTPERF_INSTANTIATE(double)
 #undef BERTPERF_INSTANTIATE

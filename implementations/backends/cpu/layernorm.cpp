@@ -1,8 +1,11 @@
-// CPU LayerNorm over the last axis, eps 1e-12 and biased variance as the reference (cpu_ops.h).
+// CPU LayerNorm over the last axis, eps 1e-12 and biased variance as the reference, and the post-LN sub-layer end
+// built on it: LayerNorm(dropout(inp + bias) + residual) (cpu_ops.h). The formulas are kernel_math.h's.
+#include <algorithm>
 #include <cmath>
 
 #include "backends/cpu/cpu_math.h"
 #include "backends/cpu/cpu_ops.h"
+#include "backends/kernel_math.h"
 
 namespace bertperf::cpu {
 
@@ -20,10 +23,10 @@ void layernorm_forward(T* out, T* mean, T* rstd, const T* inp, const T* gamma, c
     T sq = 0;
 #pragma omp simd reduction(+ : sq)
     for (int c = 0; c < C; ++c) sq += (x[c] - mu) * (x[c] - mu);
-    const T rs = T(1) / std::sqrt(sq / T(C) + T(ops::kLayerNormEps));
+    const T rs = kmath::layernorm_rstd(sq / T(C), Sqrt{});
     T* y = out + n * cs;
 #pragma omp simd
-    for (int c = 0; c < C; ++c) y[c] = (x[c] - mu) * rs * gamma[c] + beta[c];
+    for (int c = 0; c < C; ++c) y[c] = kmath::layernorm_out(x[c], mu, rs, gamma[c], beta[c]);
     mean[n] = mu;
     rstd[n] = rs;
   }
@@ -34,7 +37,6 @@ void layernorm_backward(T* dinp, T* dgamma, T* dbeta, const T* dout, const T* in
                         const T* mean, const T* rstd, int N, int C) {
   const size_t cs = static_cast<size_t>(C);
   if (dinp) {
-    // dx = rstd * (g - mean(g) - xhat * mean(g * xhat)) with g = dout * gamma.
 #pragma omp parallel for schedule(static) if (static_cast<size_t>(N) * C > kParallelMin)
     for (int n = 0; n < N; ++n) {
       const T* x = inp + n * cs;
@@ -50,10 +52,7 @@ void layernorm_backward(T* dinp, T* dgamma, T* dbeta, const T* dout, const T* in
       const T g_mean = g_sum / T(C), gx_mean = gx_sum / T(C);
       T* dx = dinp + n * cs;
 #pragma omp simd
-      for (int c = 0; c < C; ++c) {
-        const T xhat = (x[c] - mu) * rs;
-        dx[c] += rs * (dy[c] * gamma[c] - g_mean - xhat * gx_mean);
-      }
+      for (int c = 0; c < C; ++c) dx[c] = kmath::layernorm_dx(dy[c], gamma[c], (x[c] - mu) * rs, rs, g_mean, gx_mean);
     }
   }
   if (dgamma || dbeta) {
@@ -78,10 +77,43 @@ void layernorm_backward(T* dinp, T* dgamma, T* dbeta, const T* dout, const T* in
   }
 }
 
+template <typename T>
+void residual_layernorm_forward(const ops::ResidualLayerNormForward& p) {
+  const T* ln_input = static_cast<const T*>(p.inp);
+  if (p.bias || p.residual || p.dropout.prob > 0.0f) {
+    BERT_CHECK(p.sum, "residual LayerNorm with a bias, residual or dropout must save its sum");
+    bias_dropout_residual_forward<T>(static_cast<T*>(p.sum), ln_input, static_cast<const T*>(p.bias),
+                                     static_cast<const T*>(p.residual), p.N, p.C, p.dropout.prob,
+                                     dropout_key(p.dropout));
+    ln_input = static_cast<const T*>(p.sum);
+  } else if (p.sum && p.sum != p.inp) {
+    std::copy(ln_input, ln_input + static_cast<size_t>(p.N) * p.C, static_cast<T*>(p.sum));
+  }
+  layernorm_forward<T>(static_cast<T*>(p.out), static_cast<T*>(p.mean), static_cast<T*>(p.rstd), ln_input,
+                       static_cast<const T*>(p.gamma), static_cast<const T*>(p.beta), p.N, p.C);
+}
+
+template <typename T>
+void residual_layernorm_backward(const ops::ResidualLayerNormBackward& p) {
+  BERT_CHECK(p.dresidual || (!p.dbias && p.dropout.prob == 0.0f),
+             "residual LayerNorm backward with a bias or dropout needs dresidual");
+  const size_t n = static_cast<size_t>(p.N) * p.C;
+  // The LayerNorm input's gradient is the residual's; without a residual branch (a plain LayerNorm) it is dinp's.
+  T* dsum = static_cast<T*>(p.dresidual ? p.dresidual : p.dinp);
+  layernorm_backward<T>(dsum, static_cast<T*>(p.dgamma), static_cast<T*>(p.dbeta), static_cast<const T*>(p.dout),
+                        static_cast<const T*>(p.sum), static_cast<const T*>(p.gamma), static_cast<const T*>(p.mean),
+                        static_cast<const T*>(p.rstd), p.N, p.C);
+  T* dinp = static_cast<T*>(p.dinp);
+  if (p.dresidual) dropout_backward<T>(dinp, dsum, n, p.dropout.prob, dropout_key(p.dropout));
+  if (p.dbias) add_column_sums(static_cast<T*>(p.dbias), dinp, p.N, p.C, p.C);
+}
+
 #define BERTPERF_INSTANTIATE(T)                                                                          \
   template void layernorm_forward<T>(T*, T*, T*, const T*, const T*, const T*, int, int);               \
   template void layernorm_backward<T>(T*, T*, T*, const T*, const T*, const T*, const T*, const T*, int, \
-                                      int);
+                                      int);                                                              \
+  template void residual_layernorm_forward<T>(const ops::ResidualLayerNormForward&);                    \
+  template void residual_layernorm_backward<T>(const ops::ResidualLayerNormBackward&);
 BERTPERF_INSTANTIATE(float)
 BERTPERF_INSTANTIATE(double)
 #undef BERTPERF_INSTANTIATE

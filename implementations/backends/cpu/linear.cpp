@@ -1,8 +1,9 @@
-// CPU linear layer and the GEMM wrapper under every product of the backend (cpu_ops.h).
-#include <chrono>
+// CPU linear layer (grouped, with its activation fused) and the GEMM wrapper under every product of the backend
+// (cpu_ops.h).
 #include <cblas.h>
 
 #include <algorithm>
+#include <chrono>
 
 #include "backends/cpu/cpu_math.h"
 #include "backends/cpu/cpu_ops.h"
@@ -89,48 +90,82 @@ void gemm_unprofiled(bool trans_a, bool trans_b, int M, int N, int K, T alpha, c
 }
 
 template <typename T>
-void linear_forward(T* out, const T* inp, const T* weight, const T* bias, int N, int I, int O,
-                    WeightLayout layout) {
-  // Seeding out with the bias and letting the GEMM accumulate (beta = 1) costs no extra pass.
-  if (bias) {
+void linear_forward(const ops::LinearForward& p) {
+  const int N = p.N, I = p.I, O = p.O, G = p.groups;
+  const size_t ldo = p.ldo ? p.ldo : static_cast<size_t>(G) * O;
+  BERT_CHECK(G >= 1 && ldo >= static_cast<size_t>(G) * O, "linear: ", G, " groups of ", O, " columns in rows of ", ldo);
+  BERT_CHECK(p.act != Activation::GELU || p.pre, "linear: GELU needs its pre-activation buffer");
+  const bool out_in = p.layout == WeightLayout::OUT_IN;
+  // The product goes into pre for GELU (out = gelu(pre) after), else straight into out (tanh applied in place).
+  T* dst = static_cast<T*>(p.act == Activation::GELU ? p.pre : p.out);
+  const T* inp = static_cast<const T*>(p.inp);
+  for (int g = 0; g < G; ++g) {
+    const T* weight = static_cast<const T*>(p.weight) + g * p.weight_stride;
+    const T* bias = p.bias ? static_cast<const T*>(p.bias) + g * p.bias_stride : nullptr;
+    T* out = dst + static_cast<size_t>(g) * O;
+    // Seeding out with the bias and letting the GEMM accumulate (beta = 1) costs no extra pass.
+    if (bias) {
 #pragma omp parallel for schedule(static) if (static_cast<size_t>(N) * O > kParallelMin)
-    for (int n = 0; n < N; ++n) std::copy(bias, bias + O, out + static_cast<size_t>(n) * O);
+      for (int n = 0; n < N; ++n) std::copy(bias, bias + O, out + n * ldo);
+    }
+    gemm<T>(false, out_in, N, O, I, T(1), inp, I, weight, out_in ? I : O, bias ? T(1) : T(0), out,
+            static_cast<int>(ldo));
   }
-  const bool out_in = layout == WeightLayout::OUT_IN;
-  gemm<T>(false, out_in, N, O, I, T(1), inp, I, weight, out_in ? I : O, bias ? T(1) : T(0), out, O);
+  T* out = static_cast<T*>(p.out);
+  if (p.act == Activation::GELU) {
+    for_row_ranges(N, G * O, ldo, [&](size_t at, size_t n) { gelu_forward<T>(out + at, dst + at, n); });
+  } else if (p.act == Activation::TANH) {
+    for_row_ranges(N, G * O, ldo, [&](size_t at, size_t n) { tanh_forward<T>(out + at, out + at, n); });
+  }
 }
 
 template <typename T>
-void linear_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp, const T* weight, int N,
-                     int I, int O, WeightLayout layout) {
-  const bool out_in = layout == WeightLayout::OUT_IN;
-  // dinp (N, I) += dout (N, O) . W^T, where W^T is (O, I).
-  if (dinp) gemm<T>(false, !out_in, N, I, O, T(1), dout, O, weight, out_in ? I : O, T(1), dinp, I);
-  if (dweight) {
-    if (out_in) {
-      gemm<T>(true, false, O, I, N, T(1), dout, O, inp, I, T(1), dweight, I);  // (O, I) += dout^T . inp
-    } else {
-      gemm<T>(true, false, I, O, N, T(1), inp, I, dout, O, T(1), dweight, O);  // (I, O) += inp^T . dout
+void linear_backward(const ops::LinearBackward& p) {
+  const int N = p.N, I = p.I, O = p.O, G = p.groups;
+  const int ldo = p.ldo ? p.ldo : G * O;
+  BERT_CHECK(G >= 1 && ldo >= G * O, "linear backward: ", G, " groups of ", O, " columns in rows of ", ldo);
+  BERT_CHECK(p.dinp_act == Activation::NONE || (!p.accumulate_dinp && p.dinp_act_saved),
+             "linear backward: a fused activation backward overwrites dinp and needs its saved tensor");
+  const bool out_in = p.layout == WeightLayout::OUT_IN;
+  const T* dout = static_cast<const T*>(p.dout);
+  const T* inp = static_cast<const T*>(p.inp);
+  auto weight = [&](int g) { return static_cast<const T*>(p.weight) + g * p.weight_stride; };
+  if (p.dinp) {
+    // dinp (N, I) = sum over groups of dout_g (N, O) . W_g^T, where W^T is (O, I).
+    T* dinp = static_cast<T*>(p.dinp);
+    for (int g = 0; g < G; ++g) {
+      const T beta = g > 0 || p.accumulate_dinp ? T(1) : T(0);
+      gemm<T>(false, !out_in, N, I, O, T(1), dout + g * O, ldo, weight(g), out_in ? I : O, beta, dinp, I);
+    }
+    if (p.dinp_act != Activation::NONE) {
+      const size_t n = static_cast<size_t>(N) * I;
+      const T* saved = static_cast<const T*>(p.dinp_act_saved);
+      if (p.dinp_act == Activation::GELU) {
+        gelu_backward<T>(dinp, saved, dinp, n);
+      } else {
+        tanh_backward<T>(dinp, saved, dinp, n);
+      }
+      if (p.dinp_act_dbias) add_column_sums(static_cast<T*>(p.dinp_act_dbias), dinp, N, I, I);
     }
   }
-  if (dbias) {
-    for_column_blocks(O, N, [&](int c0, int c1) {
-      T acc[kMaxColumnBlock] = {};
-      const int w = c1 - c0;
-      for (int n = 0; n < N; ++n) {
-        const T* row = dout + static_cast<size_t>(n) * O + c0;
-#pragma omp simd
-        for (int c = 0; c < w; ++c) acc[c] += row[c];
+  for (int g = 0; g < G; ++g) {
+    const T* dout_g = dout + g * O;
+    if (p.dweight) {
+      T* dweight = static_cast<T*>(p.dweight) + g * p.weight_stride;
+      if (out_in) {
+        gemm<T>(true, false, O, I, N, T(1), dout_g, ldo, inp, I, T(1), dweight, I);  // (O, I) += dout^T . inp
+      } else {
+        gemm<T>(true, false, I, O, N, T(1), inp, I, dout_g, ldo, T(1), dweight, O);  // (I, O) += inp^T . dout
       }
-      for (int c = 0; c < w; ++c) dbias[c0 + c] += acc[c];
-    });
+    }
+    if (p.dbias) add_column_sums(static_cast<T*>(p.dbias) + g * p.bias_stride, dout_g, N, O, ldo);
   }
 }
 
-#define BERTPERF_INSTANTIATE(T)                                                                             \
-  template void gemm<T>(bool, bool, int, int, int, T, const T*, int, const T*, int, T, T*, int);             \
-  template void linear_forward<T>(T*, const T*, const T*, const T*, int, int, int, WeightLayout);         \
-  template void linear_backward<T>(T*, T*, T*, const T*, const T*, const T*, int, int, int, WeightLayout);
+#define BERTPERF_INSTANTIATE(T)                                                                 \
+  template void gemm<T>(bool, bool, int, int, int, T, const T*, int, const T*, int, T, T*, int); \
+  template void linear_forward<T>(const ops::LinearForward&);                                   \
+  template void linear_backward<T>(const ops::LinearBackward&);
 BERTPERF_INSTANTIATE(float)
 BERTPERF_INSTANTIATE(double)
 #undef BERTPERF_INSTANTIATE

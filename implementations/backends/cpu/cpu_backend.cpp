@@ -1,0 +1,136 @@
+// The CPU backend (cpu_backend.h): CpuBackend<T> forwards every op to cpu::op<T> (cpu_ops.h), with T = float for
+// "cpu" and double for "cpu-f64"; activations, weights and master weights are all T. Device, host and pinned
+// memory are the same aligned host memory. This file and the kernels beside it are the only code that knows
+// OpenMP and OpenBLAS. (The dtype helpers of backend.cpp live in the library above this one, so they are not used
+// here.)
+#include "backends/cpu/cpu_backend.h"
+
+#include <cblas.h>
+#include <omp.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <type_traits>
+#include <vector>
+
+#include "backends/cpu/cpu_ops.h"
+#include "core/buffer.h"
+#include "core/errors.h"
+
+namespace bertperf {
+
+namespace {
+
+// OpenMP runs every parallel loop and the split products; OpenBLAS is asked for the same count so that a BLAS call
+// made outside the backend's own splitting (none today) would not oversubscribe. <= 0 keeps the current setting
+// (OMP_NUM_THREADS, or all cores). Returns the count in use.
+int set_cpu_threads(int threads) {
+  if (threads > 0) {
+    omp_set_num_threads(threads);
+    openblas_set_num_threads(threads);
+  }
+  return omp_get_max_threads();
+}
+
+template <typename T>
+class CpuBackend final : public Backend {
+ public:
+  static constexpr DType kType = std::is_same_v<T, float> ? DType::F32 : DType::F64;
+
+  explicit CpuBackend(int threads) : threads_(set_cpu_threads(threads)) {}
+
+  std::string name() const override { return kType == DType::F32 ? "cpu" : "cpu-f64"; }
+  std::string describe() const override {
+    return cat(name(), ": ", kType == DType::F32 ? "fp32" : "fp64", " activations, weights and master weights; ", threads_,
+               " OpenMP threads; ", openblas_get_config());
+  }
+  DType act_dtype() const override { return kType; }
+  DType weight_dtype() const override { return kType; }
+  DType master_dtype() const override { return kType; }
+  bool static_shapes() const override { return false; }
+
+  void* allocate(size_t bytes, MemoryKind) override {
+    const size_t rounded = align_up(bytes == 0 ? 1 : bytes);
+    void* p = std::aligned_alloc(kAlignment, rounded);
+    if (!p) throw_input("cpu backend", cat("cannot allocate ", bytes, " bytes of memory"));
+    std::memset(p, 0, rounded);
+    return p;
+  }
+  void deallocate(void* p, MemoryKind) noexcept override { std::free(p); }
+  void upload(void* dst, const void* src, size_t bytes) override { copy(dst, src, bytes); }
+  void download(void* dst, const void* src, size_t bytes) override { copy(dst, src, bytes); }
+  void copy(void* dst, const void* src, size_t bytes) override {
+    if (bytes) std::memmove(dst, src, bytes);
+  }
+  void fill_zero(void* p, size_t bytes) override {
+    if (bytes) std::memset(p, 0, bytes);
+  }
+  void convert(void* dst, DType dst_type, const void* src, DType src_type, size_t n) override {
+    BERT_CHECK(dst_type != DType::BF16 && src_type != DType::BF16, "the CPU backend has no bf16 memory");
+    if (dst_type == src_type) {
+      copy(dst, src, n * (dst_type == DType::F32 ? sizeof(float) : sizeof(double)));
+    } else if (dst_type == DType::F64) {
+      convert_elements(static_cast<double*>(dst), static_cast<const float*>(src), n);
+    } else {
+      convert_elements(static_cast<float*>(dst), static_cast<const double*>(src), n);
+    }
+  }
+  void synchronize() override {}
+
+  size_t attention_saved_bytes(int tokens, int, int max_seqlen, int heads) const override {
+    return cpu::attention_saved_elements(tokens, max_seqlen, heads) * sizeof(T);
+  }
+  size_t attention_workspace_bytes(int tokens, int, int max_seqlen, int heads) const override {
+    return cpu::attention_saved_elements(tokens, max_seqlen, heads) * sizeof(T);
+  }
+
+  void linear_forward(const ops::LinearForward& p) override { cpu::linear_forward<T>(p); }
+  void linear_backward(const ops::LinearBackward& p) override { cpu::linear_backward<T>(p); }
+  void activation_backward(const ops::ActivationBackward& p) override { cpu::activation_backward<T>(p); }
+  void embedding_forward(const ops::EmbeddingForward& p) override { cpu::embedding_forward<T>(p); }
+  void embedding_backward(const ops::EmbeddingBackward& p) override { cpu::embedding_backward<T>(p); }
+  void residual_layernorm_forward(const ops::ResidualLayerNormForward& p) override {
+    cpu::residual_layernorm_forward<T>(p);
+  }
+  void residual_layernorm_backward(const ops::ResidualLayerNormBackward& p) override {
+    cpu::residual_layernorm_backward<T>(p);
+  }
+  void attention_forward(const ops::AttentionForward& p) override { cpu::attention_forward<T>(p); }
+  void attention_backward(const ops::AttentionBackward& p) override { cpu::attention_backward<T>(p); }
+  void gather_forward(const ops::GatherForward& p) override { cpu::gather_forward<T>(p); }
+  void gather_backward(const ops::GatherBackward& p) override { cpu::gather_backward<T>(p); }
+  void cross_entropy_forward(const ops::CrossEntropyForward& p) override {
+    cpu::cross_entropy_forward<T>(p, scratch_);
+  }
+  void cross_entropy_backward(const ops::CrossEntropyBackward& p) override { cpu::cross_entropy_backward<T>(p); }
+  void gradient_clip(const ops::GradientClip& p) override { cpu::gradient_clip<T>(p, scratch_); }
+  void gradient_clip_finish(const ops::GradientClipFinish& p) override { cpu::gradient_clip_finish(p); }
+  void gradient_accumulate(const ops::GradientAccumulate& p) override { cpu::gradient_accumulate<T>(p); }
+  void lamb_moments(const ops::LambMoments& p) override { cpu::lamb_moments<T>(p, scratch_); }
+  void lamb_apply(const ops::LambApply& p) override { cpu::lamb_apply<T>(p); }
+
+ private:
+  template <typename D, typename S>
+  static void convert_elements(D* dst, const S* src, size_t n) {
+#pragma omp parallel for simd schedule(static) if (n > 32768)
+    for (size_t i = 0; i < n; ++i) dst[i] = static_cast<D>(src[i]);
+  }
+
+  int threads_;
+  // Per-row and per-chunk partial sums of the ops that reduce in order; grown only when a larger call comes.
+  std::vector<double> scratch_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cpu_backend(DType dtype, int threads) {
+  switch (dtype) {
+    case DType::F32: return std::make_unique<CpuBackend<float>>(threads);
+    case DType::F64: return std::make_unique<CpuBackend<double>>(threads);
+    case DType::BF16: break;
+  }
+  BERT_CHECK(false, "the CPU backend runs in fp32 or fp64, not bf16");
+  return nullptr;
+}
+
+}  // namespace bertperf

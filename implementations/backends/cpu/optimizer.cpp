@@ -1,0 +1,162 @@
+// CPU optimizer ops over flat buffers (ops.h): global-norm clipping, gradient accumulation and the two LAMB
+// stages (cpu_ops.h). The arithmetic is the reference's, element for element in T, with norms in double: per-chunk
+// partial sums in parallel, then added in chunk order, so results do not depend on the thread count.
+#include <cmath>
+
+#include "backends/cpu/cpu_math.h"
+#include "backends/cpu/cpu_ops.h"
+#include "backends/kernel_math.h"
+#include "core/errors.h"
+
+namespace bertperf::cpu {
+
+namespace {
+
+// Calls body(c, begin, end, tensor) for every chunk of `chunks`, c counted from 0, in parallel. Chunks are similar
+// in size (at most the table's chunk length) but the last of each tensor is short: dynamic scheduling.
+template <typename Body>
+void for_chunks(const ops::Chunks& chunks, Body body) {
+#pragma omp parallel for schedule(dynamic, 4)
+  for (int c = 0; c < chunks.count; ++c) {
+    const int at = chunks.first + c;
+    body(c, static_cast<size_t>(chunks.begin[at]), static_cast<size_t>(chunks.end[at]), chunks.tensor[at]);
+  }
+}
+
+double* grow(std::vector<double>& scratch, size_t n) {
+  if (scratch.size() < n) scratch.resize(n);
+  return scratch.data();
+}
+
+}  // namespace
+
+template <typename T>
+void gradient_clip(const ops::GradientClip& p, std::vector<double>& scratch) {
+  const T* g = static_cast<const T*>(p.grads);
+  double* partial = grow(scratch, static_cast<size_t>(p.chunks.count));
+  for_chunks(p.chunks, [&](int c, size_t begin, size_t end, int32_t) {
+    double s = 0;
+#pragma omp simd reduction(+ : s)
+    for (size_t i = begin; i < end; ++i) s += double(g[i]) * double(g[i]);
+    partial[c] = s;
+  });
+  double total = 0;
+  for (int c = 0; c < p.chunks.count; ++c) total += partial[c];
+  if (p.partial) {
+    *p.partial = total;
+    return;
+  }
+  p.scalars->grad_norm_sq = total;
+  gradient_clip_finish({p.scalars});
+}
+
+void gradient_clip_finish(const ops::GradientClipFinish& p) {
+  ops::StepScalars& s = *p.scalars;
+  const double max_norm = s.max_grad_norm;
+  BERT_CHECK(max_norm > 0, "max_grad_norm must be positive, got ", max_norm);
+  const double norm = std::sqrt(s.grad_norm_sq);
+  s.clip_scale = 1.0f;
+  if (!std::isfinite(norm)) {
+    ++s.nonfinite;
+  } else if (norm > max_norm) {
+    s.clip_scale = static_cast<float>(max_norm / norm);
+  }
+}
+
+template <typename T>
+void gradient_accumulate(const ops::GradientAccumulate& p) {
+  if (p.scalars->nonfinite > 0) return;
+  // g * clip_scale, then * scale: the order of the reference's clip-then-add.
+  const T clip = static_cast<T>(p.scalars->clip_scale), scale = static_cast<T>(p.scale);
+  const T* g = static_cast<const T*>(p.grads);
+  T* sum = static_cast<T*>(p.sum);
+  for_chunks(p.chunks, [&](int, size_t begin, size_t end, int32_t) {
+#pragma omp simd
+    for (size_t i = begin; i < end; ++i) sum[i] += g[i] * clip * scale;
+  });
+}
+
+namespace {
+
+kmath::LambElementParams lamb_element_params(const ops::StepScalars& s, float beta1, float one_minus_beta1,
+                                             float beta2, float one_minus_beta2, float epsilon, float decay) {
+  return {beta1, one_minus_beta1, beta2, one_minus_beta2, s.inv_bias_correction1, s.inv_bias_correction2,
+          epsilon, decay};
+}
+
+}  // namespace
+
+template <typename T>
+void lamb_moments(const ops::LambMoments& p, std::vector<double>& scratch) {
+  if (p.scalars->nonfinite > 0) return;
+  const T* grads = static_cast<const T*>(p.grads);
+  const T* master = static_cast<const T*>(p.master);
+  T* m = static_cast<T*>(p.m);
+  T* v = static_cast<T*>(p.v);
+  double* partial = grow(scratch, 2 * static_cast<size_t>(p.chunks.count));
+  for_chunks(p.chunks, [&](int c, size_t begin, size_t end, int32_t tensor) {
+    const kmath::LambElementParams e =
+        lamb_element_params(*p.scalars, p.beta1, p.one_minus_beta1, p.beta2, p.one_minus_beta2, p.epsilon,
+                            p.excluded[tensor] ? 0.0f : p.weight_decay);
+    double w_sq = 0, u_sq = 0;
+    if (p.grad_scale) {
+      const T scale = static_cast<T>(*p.grad_scale);
+#pragma omp simd reduction(+ : w_sq, u_sq)
+      for (size_t i = begin; i < end; ++i) {
+        kmath::lamb_moments(m[i], v[i], grads[i] * scale, e);
+        const T u = kmath::lamb_direction(m[i], v[i], master[i], e, Sqrt{});
+        w_sq += double(master[i]) * double(master[i]);
+        u_sq += double(u) * double(u);
+      }
+    } else {
+#pragma omp simd reduction(+ : w_sq, u_sq)
+      for (size_t i = begin; i < end; ++i) {
+        kmath::lamb_moments(m[i], v[i], grads[i], e);
+        const T u = kmath::lamb_direction(m[i], v[i], master[i], e, Sqrt{});
+        w_sq += double(master[i]) * double(master[i]);
+        u_sq += double(u) * double(u);
+      }
+    }
+    partial[2 * c] = w_sq;
+    partial[2 * c + 1] = u_sq;
+  });
+  for (int c = 0; c < p.chunks.count; ++c) {
+    const int32_t t = p.chunks.tensor[p.chunks.first + c];
+    p.norms[2 * t] += partial[2 * c];
+    p.norms[2 * t + 1] += partial[2 * c + 1];
+  }
+}
+
+template <typename T>
+void lamb_apply(const ops::LambApply& p) {
+  if (p.scalars->nonfinite > 0) return;
+  T* master = static_cast<T*>(p.master);
+  T* weights = static_cast<T*>(p.weights);
+  if (weights == master) weights = nullptr;
+  const T* m = static_cast<const T*>(p.m);
+  const T* v = static_cast<const T*>(p.v);
+  const float lr = p.scalars->learning_rate;
+  for_chunks(p.chunks, [&](int, size_t begin, size_t end, int32_t tensor) {
+    const bool excluded = p.excluded[tensor] != 0;
+    // The moments' betas play no part here.
+    const kmath::LambElementParams e =
+        lamb_element_params(*p.scalars, 0, 0, 0, 0, p.epsilon, excluded ? 0.0f : p.weight_decay);
+    const float ratio =
+        kmath::lamb_trust_ratio(std::sqrt(p.norms[2 * tensor]), std::sqrt(p.norms[2 * tensor + 1]), excluded);
+    const T step = static_cast<T>(ratio * lr);
+#pragma omp simd
+    for (size_t i = begin; i < end; ++i) master[i] -= step * kmath::lamb_direction(m[i], v[i], master[i], e, Sqrt{});
+    if (weights) std::copy(master + begin, master + end, weights + begin);
+  });
+}
+
+#define BERTPERF_INSTANTIATE(T)                                                           \
+  template void gradient_clip<T>(const ops::GradientClip&, std::vector<double>&);         \
+  template void gradient_accumulate<T>(const ops::GradientAccumulate&);                  \
+  template void lamb_moments<T>(const ops::LambMoments&, std::vector<double>&);           \
+  template void lamb_apply<T>(const ops::LambApply&);
+BERTPERF_INSTANTIATE(float)
+BERTPERF_INSTANTIATE(double)
+#undef BERTPERF_INSTANTIATE
+
+}  // namespace bertperf::cpu
