@@ -3,24 +3,8 @@
 // OpenMP) and in fp64 (the test oracle), and the CUDA backend (bf16 activations, fp32 master weights, cuBLASLt,
 // cuDNN) when it is built.
 //
-// The layers, and what each may include (nothing includes a layer above it):
-//   core/       errors, aligned host memory and the arena, the tensor table, Philox, JSON, HDF5
-//   backends/   this interface, the op vocabulary, and one folder per backend (cpu/, cuda/)
-//   data/       tokenizer, data creation, HDF5 layouts, the reader and its host Batch
-//   model/      BERT written once against the op vocabulary; parameters, checkpoints, batch staging
-//   optim/      LAMB and the learning-rate schedule, over flat buffers, through backend ops
-//   dist/       the distributed context (MPI) and gradient reducers
-//   mllog/      :::MLLOG lines
-//   harness/    the training step, a training session, timed MLPerf runs, configs
-//   cli/        the bertperf executable
-// Only backends/cpu knows OpenBLAS and OpenMP; only backends/cuda knows CUDA.
-//
-// Adding an op: declare its parameter struct in ops.h (shapes beside pointers, the gradient rule), add a virtual
-// method here, implement it in every backend (cpu::op<T> templates for the CPU, a kernel or library call for CUDA),
-// and add a case to tests/cpp/test_backend_ops.cpp, which runs every op of every backend against the CPU in fp64.
-//
-// Adding a backend: subclass Backend, implement memory, copies and every op, register it in make_backend
-// (backends/backend.cpp), and the conformance test picks it up.
+// implementations/README.md describes the layers, one training step, and how to add an op or a backend; the
+// conformance test (tests/cpp/test_backend_ops.cpp) runs every op of every backend against the CPU in fp64.
 #pragma once
 
 #include <cstddef>
