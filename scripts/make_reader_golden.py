@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Writes tests/golden/reader/: small shards in the three MLPerf BERT HDF5 layouts, written with
 h5py using the exact keys, dtypes and shapes of NVIDIA's files, and expected.json, the batches a
-reader must produce from them, computed here from the batch contract (model/batch.h) and the
-shuffle scheme documented in implementations/data/reader.h, independently of the C++ code.
+reader must produce from them, computed here from the batch contract (implementations/data/batch.h) and the
+batch layout and shuffle scheme documented in implementations/data/reader.h, independently of the C++ code.
 
     python3 scripts/make_reader_golden.py      (from the repository root; needs numpy and h5py)
 """
@@ -17,6 +17,8 @@ OUT = os.path.join("tests", "golden", "reader")
 S, P, VOCAB, N = 64, 8, 100, 13
 BATCH_ROWS = 4
 PACKED_P = 20  # prediction slots per packed row in the expected batches
+MAX_SEQS_PER_ROW = 3  # sequences per packed row: the reader's default max_sequences_per_row
+CLS = 101 % VOCAB  # every sequence starts with it
 MASK64 = (1 << 64) - 1
 
 
@@ -26,7 +28,7 @@ def make_sequences():
     for _ in range(N):
         n = int(rng.randint(5, 31))
         n_a = int(rng.randint(3, n - 1))
-        ids = [101 % VOCAB] + [int(x) for x in rng.randint(1, VOCAB, n - 2)] + [2]
+        ids = [CLS] + [int(x) for x in rng.randint(1, VOCAB, n - 2)] + [2]
         seg = [0] * n_a + [1] * (n - n_a)
         k = int(rng.randint(1, min(P, n - 1) + 1))
         pos = sorted(int(x) for x in rng.choice(np.arange(1, n), k, replace=False))
@@ -36,10 +38,10 @@ def make_sequences():
 
 
 def packing(seqs):
-    """Consecutive sequences, up to 3 per row, while the tokens fit S (any grouping is valid data)."""
+    """Consecutive sequences, up to MAX_SEQS_PER_ROW per row, while the tokens fit S (any grouping is valid data)."""
     rows, cur, used = [], [], 0
     for i, s in enumerate(seqs):
-        if cur and (len(cur) == 3 or used + len(s["ids"]) > S or sum(len(seqs[j]["pos"]) for j in cur) + len(s["pos"]) > PACKED_P):
+        if cur and (len(cur) == MAX_SEQS_PER_ROW or used + len(s["ids"]) > S or sum(len(seqs[j]["pos"]) for j in cur) + len(s["pos"]) > PACKED_P):
             rows.append(cur)
             cur, used = [], 0
         cur.append(i)
@@ -102,32 +104,36 @@ def write_packed(path, seqs, rows):
 
 
 def batch(seqs, rows, slots, packed):
-    """One Batch per model/batch.h from rows (lists of sequence indices)."""
-    b = {k: [] for k in ["input_ids", "segment_ids", "position_ids", "seq_id", "mlm_positions", "mlm_labels",
-                         "mlm_weights", "cls_positions", "nsp_labels"]}
-    for r, row in enumerate(rows):
-        base, t = r * S, 0
-        ids, seg, posid, sid = [0] * S, [0] * S, list(range(S)), [0] * S
-        used = 0
-        for k, i in enumerate(row, start=1):
+    """One Batch per data/batch.h and the batch layout of reader.h from rows (lists of sequence indices): the
+    rows' sequences end to end, each row's real predictions followed by its empty slots (weight 0, label 0, at
+    the row's first token), then filler up to the capacity of BATCH_ROWS rows."""
+    cap = {"tokens": BATCH_ROWS * S, "sequences": BATCH_ROWS * (MAX_SEQS_PER_ROW if packed else 1),
+           "predictions": BATCH_ROWS * slots, "max_seqlen": S}
+    ids, seg, posid, cu, nsp, mpos, mlab, mw = [], [], [], [0], [], [], [], []
+    for row in rows:
+        first = len(ids)
+        for i in row:
             s = seqs[i]
-            n = len(s["ids"])
-            ids[t:t + n], seg[t:t + n], posid[t:t + n], sid[t:t + n] = s["ids"], s["seg"], list(range(n)), [k] * n
-            b["cls_positions"].append(base + t)
-            b["nsp_labels"].append(s["nsp"])
-            b["mlm_positions"] += [base + t + p for p in s["pos"]]
-            b["mlm_labels"] += s["lab"]
-            b["mlm_weights"] += [1.0] * len(s["pos"])
-            used += len(s["pos"])
-            t += n
-        if packed:
-            posid[t:] = list(range(S - t))
-        b["mlm_positions"] += [base] * (slots - used)
-        b["mlm_labels"] += [0] * (slots - used)
-        b["mlm_weights"] += [0.0] * (slots - used)
-        for k, v in zip(["input_ids", "segment_ids", "position_ids", "seq_id"], [ids, seg, posid, sid]):
-            b[k] += v
-    b["rows"] = len(rows)
+            mpos += [len(ids) + p for p in s["pos"]]
+            mlab += s["lab"]
+            mw += [1.0] * len(s["pos"])
+            ids += s["ids"]
+            seg += s["seg"]
+            posid += list(range(len(s["ids"])))
+            cu.append(len(ids))
+            nsp.append(s["nsp"])
+        empty = slots - sum(len(seqs[i]["pos"]) for i in row)
+        mpos += [first] * empty
+        mlab += [0] * empty
+        mw += [0.0] * empty
+    b = {"capacity": cap, "tokens": len(ids), "sequences": len(nsp), "predictions": len(mpos)}
+
+    def fill(v, n, x):
+        return v + [x] * (n - len(v))
+    b.update(input_ids=fill(ids, cap["tokens"], 0), segment_ids=fill(seg, cap["tokens"], 0),
+             position_ids=fill(posid, cap["tokens"], 0), cu_seqlens=fill(cu, cap["sequences"] + 1, len(ids)),
+             nsp_labels=fill(nsp, cap["sequences"], 0), mlm_positions=fill(mpos, cap["predictions"], 0),
+             mlm_labels=fill(mlab, cap["predictions"], 0), mlm_weights=fill(mw, cap["predictions"], 0.0))
     return b
 
 
@@ -156,7 +162,8 @@ def main():
     single = [[i] for i in range(N)]
     expected = {
         "seq_len": S, "max_predictions": P, "vocab_size": VOCAB, "batch_rows": BATCH_ROWS,
-        "packed_max_predictions": PACKED_P,
+        "packed_max_predictions": PACKED_P, "max_sequences_per_row": MAX_SEQS_PER_ROW,
+        "cls_id": CLS,
         # Eval mode (no shuffle, one pass, last batch kept): every layout gives these.
         "eval_unpacked": batches(seqs, single, P, False, False),
         "eval_packed": batches(seqs, rows, PACKED_P, True, False),

@@ -89,6 +89,10 @@ struct PretrainingReader::Impl {
     if (data->layout == ShardLayout::packed && !packed_rows)
       throw_input(opt.files[file], "packed shard mixed with unpacked ones");
     for (size_t r = 0; r < data->rows() && packed_rows; ++r) {
+      const size_t seqs = data->row_offsets[r + 1] - data->row_offsets[r];
+      if (seqs > static_cast<size_t>(opt.max_sequences_per_row))
+        throw_input(opt.files[file], cat("row ", r, ": ", seqs, " sequences, more than the ", opt.max_sequences_per_row,
+                                         " of a packed row (max_sequences_per_row)"));
       size_t preds = 0;
       for (size_t q = data->row_offsets[r]; q < data->row_offsets[r + 1]; ++q) preds += data->sequences.predictions(q);
       if (preds > static_cast<size_t>(opt.packed_max_predictions))
@@ -126,56 +130,63 @@ struct PretrainingReader::Impl {
     return true;
   }
 
+  BatchCapacity capacity() const {
+    const int rows = opt.batch_rows;
+    return {rows * opt.seq_len, rows * (packed_rows ? opt.max_sequences_per_row : 1),
+            rows * (packed_rows ? opt.packed_max_predictions : opt.max_predictions), opt.seq_len};
+  }
+
+  // The pending rows as one Batch (reader.h, data/batch.h); the arrays start as filler.
   Batch build_batch() {
-    const int B = static_cast<int>(pending_rows.size() - 1), S = opt.seq_len;
     const int P = packed_rows ? opt.packed_max_predictions : opt.max_predictions;
     Batch b;
-    b.rows = B;
-    b.seq_len = S;
-    const size_t T = static_cast<size_t>(B) * S;
-    b.input_ids.assign(T, 0);
-    b.segment_ids.assign(T, 0);
-    b.position_ids.assign(T, 0);
-    b.seq_id.assign(T, 0);
-    b.mlm_positions.reserve(static_cast<size_t>(B) * P);
-    for (int r = 0; r < B; ++r) {
-      const size_t base = static_cast<size_t>(r) * S;
-      size_t t = 0;
-      int k = 0;
-      size_t slots = 0;
+    b.capacity = capacity();
+    const BatchCapacity& cap = b.capacity;
+    b.input_ids.assign(cap.tokens, 0);
+    b.segment_ids.assign(cap.tokens, 0);
+    b.position_ids.assign(cap.tokens, 0);
+    b.cu_seqlens.assign(cap.sequences + 1, 0);
+    b.nsp_labels.assign(cap.sequences, 0);
+    b.mlm_positions.assign(cap.predictions, 0);
+    b.mlm_labels.assign(cap.predictions, 0);
+    b.mlm_weights.assign(cap.predictions, 0.0f);
+    int t = 0, s = 0, m = 0, row_start = 0;
+    for (size_t r = 0; r + 1 < pending_rows.size(); ++r) {
+      row_start = t;
+      const int row_slots = m + P;
       for (size_t q = pending_rows[r]; q < pending_rows[r + 1]; ++q) {
-        ++k;
-        const auto tok = pending.tokens(q);
+        const auto tok = pending.tokens(q), pos = pending.positions(q), lab = pending.labels(q);
         const auto seg = pending.segments(q);
-        b.cls_positions.push_back(static_cast<int32_t>(base + t));
-        b.nsp_labels.push_back(pending.nsp_labels[q]);
-        for (size_t j = 0; j < tok.size(); ++j) {
-          b.input_ids[base + t + j] = tok[j];
-          b.segment_ids[base + t + j] = seg[j];
-          b.position_ids[base + t + j] = static_cast<int32_t>(j);
-          b.seq_id[base + t + j] = k;
+        const int len = static_cast<int>(tok.size());
+        // The shard checks (load, layouts.cpp) and the packer keep every row within its share of the capacity.
+        BERT_CHECK(s < cap.sequences && t + len <= cap.tokens && m + static_cast<int>(pos.size()) <= cap.predictions,
+                   "batch over its capacity");
+        b.nsp_labels[s] = pending.nsp_labels[q];
+        for (int j = 0; j < len; ++j) {
+          b.input_ids[t + j] = tok[j];
+          b.segment_ids[t + j] = seg[j];
+          b.position_ids[t + j] = j;
         }
-        const auto pos = pending.positions(q);
-        const auto lab = pending.labels(q);
-        for (size_t j = 0; j < pos.size(); ++j) {
-          b.mlm_positions.push_back(static_cast<int32_t>(base + t + pos[j]));
-          b.mlm_labels.push_back(lab[j]);
-          b.mlm_weights.push_back(1.0f);
+        for (size_t j = 0; j < pos.size(); ++j, ++m) {
+          b.mlm_positions[m] = t + pos[j];
+          b.mlm_labels[m] = lab[j];
+          b.mlm_weights[m] = 1.0f;
         }
-        slots += pos.size();
-        t += tok.size();
+        t += len;
+        b.cu_seqlens[++s] = t;
       }
-      // Padding tokens: unpacked rows keep counting (positions 0..S-1), packed ones restart at 0.
-      for (size_t j = t; j < static_cast<size_t>(S); ++j)
-        b.position_ids[base + j] = static_cast<int32_t>(packed_rows ? j - t : j);
       // Empty slots point at the row's first token with label 0 and weight 0, as in the reference.
-      const size_t padded = opt.pad_predictions ? static_cast<size_t>(P) : slots + (r + 1 == B && b.mlm_positions.empty());
-      for (; slots < padded; ++slots) {
-        b.mlm_positions.push_back(static_cast<int32_t>(base));
-        b.mlm_labels.push_back(0);
-        b.mlm_weights.push_back(0.0f);
-      }
+      if (opt.pad_predictions)
+        for (; m < row_slots; ++m) b.mlm_positions[m] = row_start;
     }
+    if (m == 0) {  // at least one slot per batch: the last row's first token, weight 0
+      b.mlm_positions[0] = row_start;
+      m = 1;
+    }
+    std::fill(b.cu_seqlens.begin() + s + 1, b.cu_seqlens.end(), t);
+    b.tokens = t;
+    b.sequences = s;
+    b.predictions = m;
     pending = SequenceStore();
     pending_rows.assign(1, 0);
     return b;
@@ -324,6 +335,7 @@ bool PretrainingReader::next(Batch& batch) {
 }
 
 int64_t PretrainingReader::samples() const { return impl_->sample_count; }
+BatchCapacity PretrainingReader::capacity() const { return impl_->capacity(); }
 bool PretrainingReader::packed() const { return impl_->packed_rows; }
 
 }  // namespace bertperf

@@ -22,6 +22,15 @@
 // seq_len tokens, greedily: each sequence goes into the first of the last 64 open rows where its
 // tokens and predictions fit, else opens a new row; rows are emitted in the order they were opened.
 // Packed batches have `packed_max_predictions` masked-LM slots per row.
+//
+// Batches (data/batch.h): a batch's rows give their sequences end to end in row order (a packed
+// row's sequences in their order), with capacity batch_rows x seq_len tokens, batch_rows x
+// (max_sequences_per_row when packed, else 1) sequences and batch_rows x (packed_max_predictions
+// when packed, else max_predictions) masked-LM slots. Slots follow the sequences' own order; with
+// pad_predictions each row's real predictions are followed by its empty slots (weight 0, label 0,
+// pointing at the row's first token) up to the row's slot count; without it only the real ones
+// (and at least one slot per batch: weight 0 at the last row's first token). Past the real content
+// every array is filler, as data/batch.h says.
 #pragma once
 
 #include <cstdint>
@@ -39,7 +48,7 @@ struct ReaderOptions {
   int world_size = 1;
   uint64_t seed = 0;
   int batch_rows = 0;        // rows per batch on this rank
-  int seq_len = 512;         // S: rows are padded to this
+  int seq_len = 512;         // S: the most tokens of a row
   int max_predictions = 76;  // masked-LM slots per sequence
   bool shuffle = true;       // false for eval: the file order, exactly
   bool repeat = true;        // false for eval: stop after one pass
@@ -70,6 +79,8 @@ class PretrainingReader {
   int64_t samples() const;
   // Whether batches hold packed rows (a packed file, or `pack`).
   bool packed() const;
+  // The fixed sizes of every batch this reader hands out (above).
+  BatchCapacity capacity() const;
 
  private:
   struct Impl;

@@ -1,17 +1,21 @@
 // The data reader against shards written by h5py in all three MLPerf layouts
-// (tests/golden/reader/, made by scripts/make_reader_golden.py together with the batches a reader
-// must produce, computed in Python from the batch contract and the documented shuffle scheme),
-// plus rank splitting, packing, and bad input.
+// (tests/golden/reader/, made by scripts/make_reader_golden.py together with the compacted batches a
+// reader must produce, computed in Python from the batch contract, the batch layout and the
+// documented shuffle scheme), plus the batch form itself (capacities, filler, the same batches from
+// every layout), rank splitting, packing, and bad input.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
-#include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "core/errors.h"
 #include "core/hdf5.h"
+#include "data/layouts.h"
 #include "data/reader.h"
+#include "synthetic_data.h"
 #include "temp_dir.h"
 
 using namespace bertperf;
@@ -37,6 +41,7 @@ ReaderOptions base_options(const std::string& file, bool eval) {
   o.max_predictions = expected()["max_predictions"];
   o.vocab_size = expected()["vocab_size"];
   o.packed_max_predictions = expected()["packed_max_predictions"];
+  o.max_sequences_per_row = expected()["max_sequences_per_row"];
   if (eval) {
     o.shuffle = false;
     o.repeat = false;
@@ -47,22 +52,74 @@ ReaderOptions base_options(const std::string& file, bool eval) {
   return o;
 }
 
+// The form data/batch.h promises for any batch: every array at its capacity, offsets that start at 0 and cover
+// the real tokens with sequences of 1 to max_seqlen tokens, positions counting from 0 in each sequence, real
+// predictions inside the real tokens, and filler (0, weight 0, offsets repeating `tokens`) past the real content.
+void expect_batch_form(const Batch& b) {
+  const BatchCapacity& c = b.capacity;
+  ASSERT_EQ(b.input_ids.size(), size_t(c.tokens));
+  ASSERT_EQ(b.segment_ids.size(), size_t(c.tokens));
+  ASSERT_EQ(b.position_ids.size(), size_t(c.tokens));
+  ASSERT_EQ(b.cu_seqlens.size(), size_t(c.sequences) + 1);
+  ASSERT_EQ(b.nsp_labels.size(), size_t(c.sequences));
+  ASSERT_EQ(b.mlm_positions.size(), size_t(c.predictions));
+  ASSERT_EQ(b.mlm_labels.size(), size_t(c.predictions));
+  ASSERT_EQ(b.mlm_weights.size(), size_t(c.predictions));
+  ASSERT_GE(b.sequences, 1);
+  ASSERT_LE(b.sequences, c.sequences);
+  ASSERT_LE(b.tokens, c.tokens);
+  ASSERT_GE(b.predictions, 1);
+  ASSERT_LE(b.predictions, c.predictions);
+  EXPECT_EQ(b.cu_seqlens[0], 0);
+  EXPECT_EQ(b.cu_seqlens[b.sequences], b.tokens);
+  for (int s = 0; s < b.sequences; ++s) {
+    const int len = b.cu_seqlens[s + 1] - b.cu_seqlens[s];
+    EXPECT_TRUE(len >= 1 && len <= c.max_seqlen) << "sequence " << s << " has " << len << " tokens";
+    for (int j = 0; j < len; ++j) EXPECT_EQ(b.position_ids[b.cu_seqlens[s] + j], j) << "sequence " << s;
+  }
+  for (int m = 0; m < b.predictions; ++m) {
+    EXPECT_TRUE(b.mlm_positions[m] >= 0 && b.mlm_positions[m] < b.tokens) << "slot " << m;
+    EXPECT_TRUE(b.mlm_weights[m] == 1.0f || (b.mlm_weights[m] == 0.0f && b.mlm_labels[m] == 0)) << "slot " << m;
+  }
+  for (int t = b.tokens; t < c.tokens; ++t)
+    EXPECT_TRUE(b.input_ids[t] == 0 && b.segment_ids[t] == 0 && b.position_ids[t] == 0) << "filler token " << t;
+  for (int s = b.sequences; s < c.sequences; ++s) {
+    EXPECT_EQ(b.cu_seqlens[s + 1], b.tokens) << "filler sequence " << s;
+    EXPECT_EQ(b.nsp_labels[s], 0) << "filler sequence " << s;
+  }
+  for (int m = b.predictions; m < c.predictions; ++m)
+    EXPECT_TRUE(b.mlm_positions[m] == 0 && b.mlm_labels[m] == 0 && b.mlm_weights[m] == 0.0f) << "filler slot " << m;
+}
+
+BatchCapacity capacity_of(const nlohmann::json& c) {
+  return {c["tokens"].get<int>(), c["sequences"].get<int>(), c["predictions"].get<int>(), c["max_seqlen"].get<int>()};
+}
+
+void expect_capacity(const BatchCapacity& got, const BatchCapacity& want) {
+  EXPECT_EQ(got.tokens, want.tokens);
+  EXPECT_EQ(got.sequences, want.sequences);
+  EXPECT_EQ(got.predictions, want.predictions);
+  EXPECT_EQ(got.max_seqlen, want.max_seqlen);
+}
+
 void expect_batch(const Batch& got, const nlohmann::json& want, size_t index) {
   SCOPED_TRACE("batch " + std::to_string(index));
-  EXPECT_EQ(got.rows, want["rows"].get<int>());
-  EXPECT_EQ(got.seq_len, expected()["seq_len"].get<int>());
+  expect_batch_form(got);
+  expect_capacity(got.capacity, capacity_of(want["capacity"]));
+  EXPECT_EQ(got.tokens, want["tokens"].get<int>());
+  EXPECT_EQ(got.sequences, want["sequences"].get<int>());
+  EXPECT_EQ(got.predictions, want["predictions"].get<int>());
   EXPECT_EQ(got.input_ids, want["input_ids"].get<std::vector<int32_t>>());
   EXPECT_EQ(got.segment_ids, want["segment_ids"].get<std::vector<int32_t>>());
   EXPECT_EQ(got.position_ids, want["position_ids"].get<std::vector<int32_t>>());
-  EXPECT_EQ(got.seq_id, want["seq_id"].get<std::vector<int32_t>>());
+  EXPECT_EQ(got.cu_seqlens, want["cu_seqlens"].get<std::vector<int32_t>>());
+  EXPECT_EQ(got.nsp_labels, want["nsp_labels"].get<std::vector<int32_t>>());
   EXPECT_EQ(got.mlm_positions, want["mlm_positions"].get<std::vector<int32_t>>());
   EXPECT_EQ(got.mlm_labels, want["mlm_labels"].get<std::vector<int32_t>>());
   EXPECT_EQ(got.mlm_weights, want["mlm_weights"].get<std::vector<float>>());
-  EXPECT_EQ(got.cls_positions, want["cls_positions"].get<std::vector<int32_t>>());
-  EXPECT_EQ(got.nsp_labels, want["nsp_labels"].get<std::vector<int32_t>>());
 }
 
-// Reads `count` batches (all, when count < 0 and the reader stops) and compares them.
+// Reads want.size() batches and compares them; with expect_end, the reader must stop there.
 void expect_batches(PretrainingReader& reader, const nlohmann::json& want, bool expect_end) {
   Batch b;
   for (size_t i = 0; i < want.size(); ++i) {
@@ -74,30 +131,106 @@ void expect_batches(PretrainingReader& reader, const nlohmann::json& want, bool 
   }
 }
 
+// Every batch of a pass; each is checked for the batch form.
+std::vector<Batch> all_batches(PretrainingReader& reader) {
+  std::vector<Batch> out;
+  Batch b;
+  while (reader.next(b)) {
+    expect_batch_form(b);
+    out.push_back(std::move(b));
+  }
+  return out;
+}
+
 // A sequence as (nsp, tokens), for multiset comparisons across ranks and packings.
 using SeqKey = std::pair<int, std::vector<int32_t>>;
 
-// The sequences of one batch; nsp_labels follow the sequences in row order, then seq_id order.
 void add_sequences(const Batch& b, std::multiset<SeqKey>& out) {
-  size_t next_label = 0;
-  for (int r = 0; r < b.rows; ++r) {
-    std::map<int, std::vector<int32_t>> by_seq;
-    for (int t = 0; t < b.seq_len; ++t) {
-      if (b.seq_id[r * b.seq_len + t] > 0) by_seq[b.seq_id[r * b.seq_len + t]].push_back(b.input_ids[r * b.seq_len + t]);
-    }
-    for (auto& [k, tokens] : by_seq) out.insert({b.nsp_labels.at(next_label++), tokens});
-  }
-  EXPECT_EQ(next_label, b.nsp_labels.size());
+  for (int s = 0; s < b.sequences; ++s)
+    out.insert({b.nsp_labels[s], std::vector<int32_t>(b.input_ids.begin() + b.cu_seqlens[s],
+                                                      b.input_ids.begin() + b.cu_seqlens[s + 1])});
 }
 
 std::multiset<SeqKey> sequences_of(PretrainingReader& reader) {
   std::multiset<SeqKey> out;
-  Batch b;
-  while (reader.next(b)) add_sequences(b, out);
+  for (const Batch& b : all_batches(reader)) add_sequences(b, out);
   return out;
 }
 
+// The real content of a batch (the parts before the filler), which does not depend on how the sequences were
+// grouped into rows when the reader emits real predictions only.
+struct Content {
+  int tokens, sequences, predictions;
+  std::vector<int32_t> input_ids, segment_ids, position_ids, cu_seqlens, nsp_labels, mlm_positions, mlm_labels;
+  std::vector<float> mlm_weights;
+  bool operator==(const Content&) const = default;
+};
+
+Content content(const Batch& b) {
+  const auto head = [](const auto& v, int n) { return std::vector<typename std::decay_t<decltype(v)>::value_type>(v.begin(), v.begin() + n); };
+  return {b.tokens, b.sequences, b.predictions,
+          head(b.input_ids, b.tokens), head(b.segment_ids, b.tokens), head(b.position_ids, b.tokens),
+          head(b.cu_seqlens, b.sequences + 1), head(b.nsp_labels, b.sequences),
+          head(b.mlm_positions, b.predictions), head(b.mlm_labels, b.predictions), head(b.mlm_weights, b.predictions)};
+}
+
+void expect_same_batches(const std::vector<Batch>& a, const std::vector<Batch>& b, bool with_capacity) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    SCOPED_TRACE("batch " + std::to_string(i));
+    EXPECT_TRUE(content(a[i]) == content(b[i]));
+    if (with_capacity) {
+      expect_capacity(a[i].capacity, b[i].capacity);
+      EXPECT_EQ(a[i].input_ids, b[i].input_ids);  // the filler too
+      EXPECT_EQ(a[i].cu_seqlens, b[i].cu_seqlens);
+      EXPECT_EQ(a[i].mlm_positions, b[i].mlm_positions);
+      EXPECT_EQ(a[i].mlm_weights, b[i].mlm_weights);
+    }
+  }
+}
+
+// The packed layout (data/layouts.h) with `per_row` consecutive sequences of `s` in each row.
+void write_packed(const std::string& path, const SequenceStore& s, size_t per_row) {
+  h5::Vlen<int16_t> ids, lens, pos, lab, mlens;
+  h5::Vlen<int8_t> seg, nsp;
+  for (size_t first = 0; first < s.size(); first += per_row) {
+    std::vector<int16_t> rid, rlen, rpos, rlab, rmlen;
+    std::vector<int8_t> rseg, rnsp;
+    for (size_t i = first; i < std::min(first + per_row, s.size()); ++i) {
+      const int16_t start = static_cast<int16_t>(rid.size());
+      for (size_t j = 0; j < s.length(i); ++j) {
+        rid.push_back(static_cast<int16_t>(s.tokens(i)[j]));
+        rseg.push_back(s.segments(i)[j]);
+      }
+      for (size_t j = 0; j < s.predictions(i); ++j) {
+        rpos.push_back(static_cast<int16_t>(start + s.positions(i)[j]));  // packed positions count from the row
+        rlab.push_back(static_cast<int16_t>(s.labels(i)[j]));
+      }
+      rlen.push_back(static_cast<int16_t>(s.length(i)));
+      rmlen.push_back(static_cast<int16_t>(s.predictions(i)));
+      rnsp.push_back(s.nsp_labels[i]);
+    }
+    ids.append(rid.data(), rid.size());
+    seg.append(rseg.data(), rseg.size());
+    lens.append(rlen.data(), rlen.size());
+    pos.append(rpos.data(), rpos.size());
+    lab.append(rlab.data(), rlab.size());
+    mlens.append(rmlen.data(), rmlen.size());
+    nsp.append(rnsp.data(), rnsp.size());
+  }
+  h5::File f = h5::File::create(path);
+  f.write_vlen("input_ids", ids);
+  f.write_vlen("segment_ids", seg);
+  f.write_vlen("packed_input_len", lens);
+  f.write_vlen("masked_lm_positions", pos);
+  f.write_vlen("masked_lm_ids", lab);
+  f.write_vlen("packed_masked_lm_len", mlens);
+  f.write_vlen("next_sentence_labels", nsp);
+  f.commit();
+}
+
 using bertperf::testing::TempDir;
+using bertperf::testing::synthetic_sequences;
 
 // Builds the reader and drains it; returns the InputError message (empty if none).
 std::string input_error(const ReaderOptions& o) {
@@ -138,6 +271,150 @@ TEST(Reader, TrainingShuffleFollowsDocumentedScheme) {
   expect_batches(packed, expected()["train_packed"], false);
 }
 
+TEST(Reader, CapacitiesFollowRowsAndLayout) {
+  const int rows = expected()["batch_rows"], S = expected()["seq_len"];
+  const int P = expected()["max_predictions"], packed_P = expected()["packed_max_predictions"];
+  struct Case {
+    const char* file;
+    bool pack;
+    int per_row;
+    BatchCapacity want;
+  };
+  for (const Case& c : {Case{"fixed.hdf5", false, 3, {rows * S, rows, rows * P, S}},
+                        Case{"varlength.hdf5", false, 3, {rows * S, rows, rows * P, S}},
+                        Case{"packed.hdf5", false, 3, {rows * S, rows * 3, rows * packed_P, S}},
+                        Case{"packed.hdf5", false, 5, {rows * S, rows * 5, rows * packed_P, S}},
+                        Case{"varlength.hdf5", true, 2, {rows * S, rows * 2, rows * packed_P, S}}}) {
+    SCOPED_TRACE(std::string(c.file) + (c.pack ? " packed by the reader" : "") + ", per row " + std::to_string(c.per_row));
+    ReaderOptions o = base_options(c.file, true);
+    o.pack = c.pack;
+    o.max_sequences_per_row = c.per_row;
+    PretrainingReader reader(o);
+    expect_capacity(reader.capacity(), c.want);
+    // Every batch has it, the last and smaller one of the pass too.
+    const auto batches = all_batches(reader);
+    ASSERT_GE(batches.size(), 2u);
+    for (const Batch& b : batches) expect_capacity(b.capacity, c.want);
+  }
+}
+
+TEST(Reader, WithoutPaddedPredictionsOnlyRealSlots) {
+  // The contract's batches with every weight-0 slot taken out, the filler after the real slots.
+  for (const auto& [file, key] : {std::pair{"varlength.hdf5", "eval_unpacked"}, std::pair{"packed.hdf5", "eval_packed"}}) {
+    SCOPED_TRACE(file);
+    ReaderOptions o = base_options(file, true);
+    o.pad_predictions = false;
+    PretrainingReader reader(o);
+    const auto batches = all_batches(reader);
+    const nlohmann::json& want = expected()[key];
+    ASSERT_EQ(batches.size(), want.size());
+    for (size_t i = 0; i < batches.size(); ++i) {
+      SCOPED_TRACE("batch " + std::to_string(i));
+      const Batch& b = batches[i];
+      expect_capacity(b.capacity, capacity_of(want[i]["capacity"]));
+      EXPECT_EQ(b.input_ids, want[i]["input_ids"].get<std::vector<int32_t>>());
+      EXPECT_EQ(b.cu_seqlens, want[i]["cu_seqlens"].get<std::vector<int32_t>>());
+      std::vector<int32_t> pos(b.capacity.predictions, 0), lab(b.capacity.predictions, 0);
+      std::vector<float> weight(b.capacity.predictions, 0.0f);
+      int real = 0;
+      for (size_t m = 0; m < want[i]["mlm_weights"].size(); ++m) {
+        if (want[i]["mlm_weights"][m].get<float>() == 0.0f) continue;
+        pos[real] = want[i]["mlm_positions"][m];
+        lab[real] = want[i]["mlm_labels"][m];
+        weight[real++] = 1.0f;
+      }
+      EXPECT_EQ(b.predictions, real);
+      EXPECT_EQ(b.mlm_positions, pos);
+      EXPECT_EQ(b.mlm_labels, lab);
+      EXPECT_EQ(b.mlm_weights, weight);
+    }
+  }
+}
+
+TEST(Reader, BatchWithoutPredictionsKeepsOneEmptySlot) {
+  // Sequences with nothing masked: without padded predictions the batch still has one slot, weight 0, at the
+  // last row's first token.
+  TempDir dir;
+  SequenceStore s = synthetic_sequences(5, 32, 64, 5, 3);
+  s.mlm_positions.clear();
+  s.mlm_ids.clear();
+  s.mlm_offsets.assign(s.size() + 1, 0);
+  write_varlength(dir / "unmasked.hdf5", s);
+  ReaderOptions o;
+  o.files = {dir / "unmasked.hdf5"};
+  o.batch_rows = 2;
+  o.seq_len = 32;
+  o.max_predictions = 5;
+  o.vocab_size = 64;
+  o.shuffle = o.repeat = o.drop_last = false;
+  o.pad_predictions = false;
+  PretrainingReader reader(o);
+  const auto batches = all_batches(reader);
+  ASSERT_EQ(batches.size(), 3u);
+  for (const Batch& b : batches) {
+    EXPECT_EQ(b.predictions, 1);
+    EXPECT_EQ(b.mlm_positions[0], b.cu_seqlens[b.sequences - 1]);
+    EXPECT_EQ(b.mlm_weights[0], 0.0f);
+    EXPECT_EQ(b.mlm_labels[0], 0);
+  }
+}
+
+TEST(Reader, EveryLayoutGivesTheSameBatches) {
+  // The same sequences written as fixed-length, variable-length and packed (two per row) files.
+  TempDir dir;
+  const int S = 64, P = 5;
+  const SequenceStore seqs = synthetic_sequences(22, 32, 64, P, 5);
+  write_fixed(dir / "same.fixed.hdf5", seqs, S, P);
+  write_varlength(dir / "same.varlength.hdf5", seqs);
+  write_packed(dir / "same.packed.hdf5", seqs, 2);
+  const auto read = [&](const char* layout, int rows, bool pad, bool eval) {
+    ReaderOptions o;
+    o.files = {dir / (std::string("same.") + layout + ".hdf5")};
+    o.batch_rows = rows;
+    o.seq_len = S;
+    o.max_predictions = P;
+    o.packed_max_predictions = 2 * P;
+    o.vocab_size = 64;
+    o.pad_predictions = pad;
+    o.seed = 3;
+    if (eval) o.shuffle = o.repeat = o.drop_last = false;
+    PretrainingReader reader(o);
+    std::vector<Batch> out = all_batches(reader);  // eval: the whole pass
+    return out;
+  };
+  const auto first = [](PretrainingReader& reader, int n) {
+    std::vector<Batch> out(n);
+    for (Batch& b : out) EXPECT_TRUE(reader.next(b));
+    return out;
+  };
+  // Fixed and variable-length files: identical batches, filler and all, padded slots or not.
+  for (bool pad : {true, false}) {
+    SCOPED_TRACE(pad ? "padded predictions" : "real predictions");
+    const auto fixed = read("fixed", 4, pad, true);
+    ASSERT_EQ(fixed.size(), 6u);
+    expect_same_batches(fixed, read("varlength", 4, pad, true), true);
+  }
+  // In training order too (one file, so the same shuffle of the same rows).
+  {
+    ReaderOptions o;
+    o.batch_rows = 3;
+    o.seq_len = S;
+    o.max_predictions = P;
+    o.vocab_size = 64;
+    o.seed = 9;
+    o.files = {dir / "same.fixed.hdf5"};
+    PretrainingReader fixed(o);
+    o.files = {dir / "same.varlength.hdf5"};
+    PretrainingReader varlength(o);
+    expect_same_batches(first(fixed, 10), first(varlength, 10), true);
+  }
+  // A packed file of two sequences per row, B rows a batch, against 2B unpacked rows: the same sequences,
+  // offsets and real predictions in the same order (the capacities follow the rows, so they differ).
+  const auto packed = read("packed", 2, false, true);
+  ASSERT_EQ(packed.size(), 6u);
+  expect_same_batches(packed, read("varlength", 4, false, true), false);
+}
+
 TEST(Reader, PackingKeepsEverySequenceOnce) {
   ReaderOptions o = base_options("varlength.hdf5", true);
   std::multiset<SeqKey> plain;
@@ -149,32 +426,41 @@ TEST(Reader, PackingKeepsEverySequenceOnce) {
   PretrainingReader reader(o);
   EXPECT_TRUE(reader.packed());
   std::multiset<SeqKey> packed;
-  Batch b;
+  const int P = o.packed_max_predictions;
+  const int cls = expected()["cls_id"];
   int rows = 0;
-  while (reader.next(b)) {
-    rows += b.rows;
-    EXPECT_EQ(b.predictions(), b.rows * o.packed_max_predictions);
-    for (int r = 0; r < b.rows; ++r) {
-      const int* sid = b.seq_id.data() + r * b.seq_len;
-      const int* pos = b.position_ids.data() + r * b.seq_len;
-      EXPECT_LE(*std::max_element(sid, sid + b.seq_len), o.max_sequences_per_row);
-      std::map<int, int> seen;
-      for (int t = 0; t < b.seq_len; ++t) {
-        if (sid[t] == 0) continue;
-        // Positions restart at 0 with each sequence, whose first token is its [CLS].
-        EXPECT_EQ(pos[t], seen[sid[t]]++);
-        if (pos[t] == 0) {
-          EXPECT_NE(std::find(b.cls_positions.begin(), b.cls_positions.end(), r * b.seq_len + t), b.cls_positions.end());
+  for (const Batch& b : all_batches(reader)) {
+    // Each row has its P slots: its real predictions, then empty ones at its first token. So slot k*P lies in
+    // row k's first sequence (every golden sequence has a prediction), which recovers the rows.
+    ASSERT_EQ(b.predictions % P, 0);
+    const int batch_rows = b.predictions / P;
+    ASSERT_LE(batch_rows, o.batch_rows);
+    rows += batch_rows;
+    const auto sequence_of = [&](int token) {
+      return int(std::upper_bound(b.cu_seqlens.begin(), b.cu_seqlens.begin() + b.sequences + 1, token) - b.cu_seqlens.begin()) - 1;
+    };
+    std::vector<int> row_start(batch_rows + 1, b.sequences);
+    for (int k = 0; k < batch_rows; ++k) row_start[k] = sequence_of(b.mlm_positions[k * P]);
+    EXPECT_EQ(row_start[0], 0);
+    for (int k = 0; k < batch_rows; ++k) {
+      SCOPED_TRACE("row " + std::to_string(k));
+      const int first = row_start[k], end = row_start[k + 1];
+      ASSERT_LT(first, end);
+      EXPECT_LE(end - first, o.max_sequences_per_row);
+      EXPECT_LE(b.cu_seqlens[end] - b.cu_seqlens[first], o.seq_len);
+      for (int m = k * P; m < (k + 1) * P; ++m) {
+        if (b.mlm_weights[m] > 0) {
+          // A real prediction lies in one of the row's sequences, never on its [CLS].
+          const int seq = sequence_of(b.mlm_positions[m]);
+          EXPECT_TRUE(seq >= first && seq < end) << "slot " << m;
+          EXPECT_NE(b.mlm_positions[m], b.cu_seqlens[seq]) << "slot " << m;
+        } else {
+          EXPECT_EQ(b.mlm_positions[m], b.cu_seqlens[first]) << "slot " << m;
         }
       }
     }
+    for (int s = 0; s < b.sequences; ++s) EXPECT_EQ(b.input_ids[b.cu_seqlens[s]], cls) << "sequence " << s;
     add_sequences(b, packed);
-    // Real predictions point inside a sequence.
-    for (int m = 0; m < b.predictions(); ++m) {
-      if (b.mlm_weights[m] > 0) {
-        EXPECT_GT(b.seq_id[b.mlm_positions[m]], 0);
-      }
-    }
   }
   EXPECT_EQ(packed, plain);
   EXPECT_LT(rows, 13);  // packing actually combined sequences
@@ -317,6 +603,10 @@ TEST(Reader, BadInputIsOneClearErrorNamingTheFile) {
   write_varlength(dir / "packed_bad.hdf5", false, 0, 4);
   o.files = {dir / "packed_bad.hdf5"};
   named(input_error(o), "packed_bad.hdf5", "packed_input_len");
+  // A packed row with more sequences than a batch has room for per row.
+  o = base_options("packed.hdf5", true);
+  o.max_sequences_per_row = 2;
+  named(input_error(o), "packed.hdf5", "max_sequences_per_row");
   // Bad options.
   o = base_options("varlength.hdf5", true);
   o.batch_rows = 0;
