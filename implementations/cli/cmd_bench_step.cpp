@@ -72,7 +72,7 @@ Batch random_batch(int B, int S, int P, int V, uint32_t seed) {
 
 }  // namespace
 
-int cmd_bench_step(const Args& args) {
+int cmd_bench_step(const Args& args, DistContext& dist) {
   const Options opt(args,
                     {"model", "config", "batch", "seq-len", "predictions", "threads", "warmup", "steps", "repeats"},
                     {"help"});

@@ -20,7 +20,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "core/errors.h"
-#include "dist/communicator.h"
+#include "dist/context.h"
 #include "harness/system_description.h"
 #include "harness/timed_run.h"
 #include "harness/train_config.h"
@@ -205,7 +205,7 @@ RunSummary summarize_log(const fs::path& path) {
 
 }  // namespace
 
-int cmd_run_once(const Args& args) {
+int cmd_run_once(const Args& args, DistContext& world) {
   const Options opts(args, {"config", "log", "system-file", "seed"}, {"stdout", "no-progress", "help"});
   if (opts.flag("help")) {
     std::cout << kRunOnceUsage;
@@ -218,7 +218,6 @@ int cmd_run_once(const Args& args) {
   if (!log_path.parent_path().empty() && !fs::is_directory(log_path.parent_path()))
     throw_input(log_path.string(), "the directory for the log does not exist");
 
-  Communicator& world = Communicator::world();
   if (world.size() != config.ranks)
     throw_input(config.source, cat("the config wants ", config.ranks, " ranks but this process is one of ",
                                    world.size(), "; launch with `mpirun -np ", config.ranks,

@@ -10,7 +10,7 @@
 
 namespace bertperf::cli {
 
-int cmd_train(const Args& args) {
+int cmd_train(const Args& args, DistContext& dist) {
   const Options opt(args, {"config", "seed", "steps", "save"}, {"eval", "help"});
   if (opt.flag("help")) {
     std::cout << "usage: bertperf train --config CONFIG.json [--seed N] [--steps N] [--eval] [--save CKPT.h5]\n"

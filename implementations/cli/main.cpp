@@ -1,12 +1,14 @@
 // The `bertperf` executable: dispatches to a subcommand and turns every failure into one line on
-// stderr and a non-zero exit (2 for bad input, 1 for internal errors), never a signal.
+// stderr and a non-zero exit (2 for bad input, 1 for internal errors), never a signal. For the
+// commands that run on every rank of a job it builds the distributed context first and destroys
+// it last; a failure on one rank of several ends the whole job (report_failure).
 #include <cstring>
-#include <exception>
 #include <iomanip>
 #include <iostream>
+#include <memory>
 
 #include "cli/commands.h"
-#include "core/errors.h"
+#include "dist/context.h"
 
 namespace {
 
@@ -27,17 +29,14 @@ int main(int argc, char** argv) {
   const bertperf::cli::Args args(argv + 2, argv + argc);
   for (const auto& c : bertperf::cli::kCommands) {
     if (name != c.name) continue;
+    // Declared before the command runs, so it outlives everything the command built with MPI.
+    std::unique_ptr<bertperf::DistContext> dist;
     try {
-      return c.run(args);
-    } catch (const bertperf::InputError& e) {
-      std::cerr << "bertperf " << name << ": error: " << e.what() << "\n";
-      return 2;
-    } catch (const std::bad_alloc&) {
-      std::cerr << "bertperf " << name << ": error: out of memory\n";
-      return 1;
-    } catch (const std::exception& e) {
-      std::cerr << "bertperf " << name << ": " << e.what() << "\n";
-      return 1;
+      if (c.run) return c.run(args);
+      dist = bertperf::DistContext::create();
+      return c.run_dist(args, *dist);
+    } catch (...) {
+      return bertperf::report_failure("bertperf " + name, dist.get());
     }
   }
   std::cerr << "bertperf: unknown command '" << name << "'\n";
