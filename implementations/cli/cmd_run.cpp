@@ -20,6 +20,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "core/errors.h"
+#include "dist/context.h"
 #include "harness/system_description.h"
 #include "harness/timed_run.h"
 #include "harness/train_config.h"
@@ -204,7 +205,7 @@ RunSummary summarize_log(const fs::path& path) {
 
 }  // namespace
 
-int cmd_run_once(const Args& args, DistContext& dist) {
+int cmd_run_once(const Args& args, DistContext& world) {
   const Options opts(args, {"config", "log", "system-file", "seed"}, {"stdout", "no-progress", "help"});
   if (opts.flag("help")) {
     std::cout << kRunOnceUsage;
@@ -217,7 +218,6 @@ int cmd_run_once(const Args& args, DistContext& dist) {
   if (!log_path.parent_path().empty() && !fs::is_directory(log_path.parent_path()))
     throw_input(log_path.string(), "the directory for the log does not exist");
 
-  DistContext& world = dist;
   if (world.size() != config.ranks)
     throw_input(config.source, cat("the config wants ", config.ranks, " ranks but this process is one of ",
                                    world.size(), "; launch with `mpirun -np ", config.ranks,
@@ -237,7 +237,7 @@ int cmd_run_once(const Args& args, DistContext& dist) {
                                            .file = temp ? temp->path().string() : "",
                                            .name_space = "",
                                            .rank = world.rank()});
-  const TimedRunResult result = timed_run(config, system, log, options, dist, train_session_factory(dist));
+  const TimedRunResult result = timed_run(config, system, log, options, world, train_session_factory(world));
   log.close_file();
   if (temp) {
     temp->commit();

@@ -1,14 +1,13 @@
 // The `bertperf` executable: dispatches to a subcommand and turns every failure into one line on
-// stderr and a non-zero exit (2 for bad input, 1 for internal errors), never a signal.
+// stderr and a non-zero exit (2 for bad input, 1 for internal errors), never a signal. It builds the
+// distributed context first and destroys it last; a failure on one rank of several ends the whole job
+// (report_failure).
 #include <cstring>
-#include <exception>
 #include <iomanip>
 #include <iostream>
 #include <memory>
-#include <string>
 
 #include "cli/commands.h"
-#include "core/errors.h"
 #include "dist/context.h"
 
 namespace {
@@ -30,24 +29,13 @@ int main(int argc, char** argv) {
   const bertperf::cli::Args args(argv + 2, argv + argc);
   for (const auto& c : bertperf::cli::kCommands) {
     if (name != c.name) continue;
+    // Declared before the command runs, so it outlives everything the command built with MPI.
     std::unique_ptr<bertperf::DistContext> dist;
-    // A failure on one rank of a job ends every rank (an abort), so nothing waits on it forever.
-    auto fail = [&](int code, const std::string& line) {
-      const bool job = dist && dist->size() > 1;
-      std::cerr << "bertperf " << name << ": "
-                << (job ? "rank " + std::to_string(dist->rank()) + " on " + dist->host() + ": " : "") << line << "\n";
-      if (job) dist->abort(code);
-      return code;
-    };
     try {
       dist = bertperf::DistContext::create();
       return c.run(args, *dist);
-    } catch (const bertperf::InputError& e) {
-      return fail(2, std::string("error: ") + e.what());
-    } catch (const std::bad_alloc&) {
-      return fail(1, "error: out of memory");
-    } catch (const std::exception& e) {
-      return fail(1, e.what());
+    } catch (...) {
+      return bertperf::report_failure("bertperf " + name, dist.get());
     }
   }
   std::cerr << "bertperf: unknown command '" << name << "'\n";

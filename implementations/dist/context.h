@@ -3,8 +3,14 @@
 // mpirun, Slurm's srun), it spans the job's ranks; otherwise it is a world of one and every collective is the
 // identity, so the trainer has one code path for one core and for many nodes.
 //
-// A failure on any rank ends the whole job: abort() takes every rank down (MPI_Abort), and main calls it when a
-// command fails on a job of more than one rank.
+// Launched means the environment names a launcher's job: OMPI_COMM_WORLD_SIZE (mpirun), PMI_SIZE or PMIX_RANK
+// (PMI launchers), SLURM_STEP_NUM_TASKS (srun; not SLURM_PROCID alone, which a batch script's own shell has too).
+// MPI then starts with MPI_THREAD_MULTIPLE where the library has it (FUNNELED at least: only the main thread calls
+// MPI), and must see as many ranks as the launcher says it started; a multi-task launch of a build without MPI is
+// refused (InputError) rather than run as independent single-rank trainings.
+//
+// A failure on any rank ends the whole job: abort() takes every rank down (MPI_Abort), and main calls it through
+// report_failure when a command fails on a job of more than one rank.
 #pragma once
 
 #include <cstddef>
@@ -33,6 +39,8 @@ class DistContext {
   int nodes() const { return nodes_; }
   const std::string& host() const { return host_; }
   bool mpi() const { return mpi_; }
+  // One line for logs: the ranks, nodes and MPI's thread support, or that this is a single process.
+  std::string describe() const;
 
   // In-place sums over ranks of host memory.
   void allreduce_sum(double* data, size_t count);
@@ -48,6 +56,14 @@ class DistContext {
   int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1, node_ = 0, nodes_ = 1;
   std::string host_;
   bool mpi_ = false;
+  bool finalize_ = false;     // MPI was initialised here, so it is finalised here
+  std::string thread_level_;  // what MPI_Init_thread provided
 };
+
+// For main's catch block: reports the exception in flight as one line on stderr, "<who>: error: <what>" for bad
+// input (exit code 2) or "<who>: <what>" for anything else (1). In a job of several ranks the line starts with
+// "rank R on HOST: " and every rank then ends with that code (abort), so one rank's failure never leaves the others
+// waiting in a collective. Returns the exit code on a world of one (or when `dist` is null: no context yet).
+int report_failure(const std::string& who, DistContext* dist);
 
 }  // namespace bertperf

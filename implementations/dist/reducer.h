@@ -23,7 +23,12 @@ class GradReducer {
   virtual void sum(double* values, size_t count) = 0;
 };
 
-// The reducer for a job: the identity for one rank; for several, an MPI all-reduce of the whole buffer at finish.
+// The reducer for a job: the identity for one rank; for several, an MPI all-reduce of the whole buffer at finish
+// where the backend's memory is host memory (the CPU backends), in its master dtype. Device memory needs the NCCL
+// reducer (not built yet): an InternalError says so.
 std::unique_ptr<GradReducer> make_grad_reducer(Backend& backend, DistContext& dist);
+// The MPI reducer over host memory of `type` (F32 or F64; InternalError otherwise), for backends whose ops have
+// finished writing that memory when they return (the CPU's run synchronously).
+std::unique_ptr<GradReducer> make_mpi_reducer(DistContext& dist, DType type);
 
 }  // namespace bertperf

@@ -1,0 +1,92 @@
+// A small MPI program for test_dist.cpp, run under `mpirun -np N`: it builds the distributed context the way
+// bertperf's main does and handles failures with the same report_failure.
+//   dist_probe check   every rank prints what it is and checks all-reduce, broadcast and the MPI gradient reducer
+//                      against sums computed here; a wrong result throws, which ends the job non-zero
+//   dist_probe fail    the last rank throws a bad-input error while the others wait in a barrier
+#include <cstring>
+#include <iostream>
+#include <memory>
+#include <vector>
+
+#include "core/errors.h"
+#include "dist/context.h"
+#include "dist/reducer.h"
+
+using namespace bertperf;
+
+namespace {
+
+template <typename T>
+void expect_sums(const std::vector<T>& got, int ranks, const char* what) {
+  // Rank r contributed (r + 1) * i at index i: the sum is i * ranks * (ranks + 1) / 2, exact in fp32 here.
+  for (size_t i = 0; i < got.size(); ++i)
+    if (got[i] != static_cast<T>(i) * ranks * (ranks + 1) / 2)
+      throw InternalError(cat(what, ": element ", i, " is ", got[i]));
+}
+
+template <typename T>
+std::vector<T> contribution(size_t n, int rank) {
+  std::vector<T> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = static_cast<T>(i) * (rank + 1);
+  return v;
+}
+
+int check(DistContext& dist) {
+  const int W = dist.size(), r = dist.rank();
+  std::cout << "rank=" << r << " size=" << W << " local_rank=" << dist.local_rank() << " local_size="
+            << dist.local_size() << " node=" << dist.node() << " nodes=" << dist.nodes() << " host=" << dist.host()
+            << " mpi=" << dist.mpi() << " root=" << dist.is_root() << "\n";
+  if (r == 0) std::cout << "describe: " << dist.describe() << "\n";
+  const size_t n = 1000;
+  auto f = contribution<float>(n, r);
+  dist.allreduce_sum(f.data(), n);
+  expect_sums(f, W, "allreduce_sum(float)");
+  auto d = contribution<double>(n, r);
+  dist.allreduce_sum(d.data(), n);
+  expect_sums(d, W, "allreduce_sum(double)");
+  uint64_t value = r == 0 ? 0x9e3779b97f4a7c15ull : static_cast<uint64_t>(r);
+  dist.broadcast(value);
+  if (value != 0x9e3779b97f4a7c15ull) throw InternalError(cat("broadcast gave ", value));
+  dist.barrier();
+  // The MPI reducer, as make_grad_reducer gives it to a CPU backend: finish in fp32 and fp64, sum in fp64.
+  auto g32 = contribution<float>(n, r);
+  make_mpi_reducer(dist, DType::F32)->finish(g32.data(), n);
+  expect_sums(g32, W, "reducer finish (fp32)");
+  auto g64 = contribution<double>(n, r);
+  const auto reducer = make_mpi_reducer(dist, DType::F64);
+  reducer->finish(g64.data(), n);
+  expect_sums(g64, W, "reducer finish (fp64)");
+  auto partial = contribution<double>(7, r);
+  reducer->sum(partial.data(), partial.size());
+  expect_sums(partial, W, "reducer sum");
+  bool refused = false;
+  try {
+    make_mpi_reducer(dist, DType::BF16);
+  } catch (const InternalError&) {
+    refused = true;
+  }
+  if (!refused) throw InternalError("the MPI reducer accepted bf16");
+  std::cout << "rank " << r << " ok\n";
+  return 0;
+}
+
+int fail(DistContext& dist) {
+  if (dist.rank() == dist.size() - 1)
+    throw_input("shard_1.hdf5", "row 3: token id 40000 is outside the vocabulary of 30522");
+  dist.barrier();  // without the abort, the other ranks would wait here for ever
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::unique_ptr<DistContext> dist;  // destroyed last, after everything that uses MPI
+  try {
+    dist = DistContext::create();
+    if (argc == 2 && !std::strcmp(argv[1], "check")) return check(*dist);
+    if (argc == 2 && !std::strcmp(argv[1], "fail")) return fail(*dist);
+    throw_input("command line", "usage: dist_probe check|fail");
+  } catch (...) {
+    return report_failure("dist_probe", dist.get());
+  }
+}
