@@ -265,7 +265,7 @@ def main():
     ap.add_argument("--log-every", type=int, default=10)
     args = ap.parse_args()
     c = load_config(args.config)
-    threads = args.threads or json.load(open(args.config))["batch"].get("threads", 0)
+    threads = args.threads or json.load(open(args.config)).get("backend", {}).get("threads", 0)
     if threads:
         torch.set_num_threads(threads)
     seeds = parse_seeds(args.seeds)
