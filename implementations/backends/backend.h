@@ -81,6 +81,15 @@ class Backend {
   // Waits for every op issued so far.
   virtual void synchronize() = 0;
 
+  // Time and FLOPs of the dense GEMMs, where a backend can measure them cheaply (the step benchmark reports the GEMM
+  // share of a step); null where it cannot. Off until `enabled` is set.
+  struct GemmProfile {
+    bool enabled = false;
+    double seconds = 0;
+    double flops = 0;
+  };
+  virtual GemmProfile* gemm_profile() { return nullptr; }
+
   // ---- sizes the ops need ----
   // Bytes of AttentionForward::saved for a batch of up to `tokens` tokens in sequences of at most max_seqlen.
   virtual size_t attention_saved_bytes(int tokens, int sequences, int max_seqlen, int heads) const = 0;

@@ -281,7 +281,8 @@ struct GradientClipFinish {
   StepScalars* scalars;
 };
 
-// sum += g * scalars->clip_scale * scale over the chunks, unless the last clip saw a non-finite norm.
+// sum += g * scalars->clip_scale * scale over the chunks, unless the last clip's norm (scalars->grad_norm_sq) is
+// not finite.
 // (Gradient accumulation as the reference's: each micro-batch clipped on its own, then added as g / n.)
 struct GradientAccumulate {
   void* sum;                   // flat F

@@ -661,7 +661,8 @@ std::string describe(const Flat& f) {
 }
 
 // GradientClip over all chunks (or, with `sharded`, partial sums of two shards summed and finished by
-// GradientClipFinish), then GradientAccumulate.
+// GradientClipFinish), then GradientAccumulate. With `nonfinite`, that gradient has a NaN and a second, finite
+// micro-batch follows: it is added, the first is not.
 Case clip_case(Gen& g, const Flat& f, float max_norm, bool sharded, bool nonfinite) {
   Case c{sharded ? "gradient_clip (partial) + gradient_clip_finish + gradient_accumulate"
                  : "gradient_clip + gradient_accumulate",
@@ -669,6 +670,7 @@ Case clip_case(Gen& g, const Flat& f, float max_norm, bool sharded, bool nonfini
   Vec grads = f.values(g, -1, 1);
   if (nonfinite) grads[f.offset.back()] = kNaN;
   const int gr = c.in("grads", Kind::F, grads);
+  const int gr2 = nonfinite ? c.in("grads of the next micro-batch", Kind::F, f.values(g, -1, 1)) : -1;
   const int sum = c.inout("sum", Kind::F, f.values(g, -1, 1));
   const int sc = c.raw("scalars", Kind::SCALARS, std::vector<ops::StepScalars>{step_scalars(1, 0, max_norm)},
                        Role::INOUT);
@@ -693,6 +695,10 @@ Case clip_case(Gen& g, const Flat& f, float max_norm, bool sharded, bool nonfini
       be.gradient_clip({s, nullptr, t[gr], chunks_at(t, ch, 0, n)});
     }
     be.gradient_accumulate({t[sum], t[gr], s, chunks_at(t, ch, 0, n), 0.25f});
+    if (gr2 >= 0) {
+      be.gradient_clip({s, nullptr, t[gr2], chunks_at(t, ch, 0, n)});
+      be.gradient_accumulate({t[sum], t[gr2], s, chunks_at(t, ch, 0, n), 0.25f});
+    }
   };
   return c;
 }

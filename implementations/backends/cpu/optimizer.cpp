@@ -70,7 +70,8 @@ void gradient_clip_finish(const ops::GradientClipFinish& p) {
 
 template <typename T>
 void gradient_accumulate(const ops::GradientAccumulate& p) {
-  if (p.scalars->nonfinite > 0) return;
+  // A micro-batch whose clip saw a non-finite norm adds nothing (the step's update is skipped anyway).
+  if (!std::isfinite(p.scalars->grad_norm_sq)) return;
   // g * clip_scale, then * scale: the order of the reference's clip-then-add.
   const T clip = static_cast<T>(p.scalars->clip_scale), scale = static_cast<T>(p.scale);
   const T* g = static_cast<const T*>(p.grads);
