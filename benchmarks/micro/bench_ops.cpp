@@ -1,14 +1,18 @@
-// Microbenchmarks of the CPU op vocabulary at BERT-base shapes (B=32, S=128, H=768, A=12,
-// FFN 3072, vocabulary 30522, 20 masked positions per sequence): the SGEMMs behind the linear
-// layers (GFLOP/s), and every op forward and backward (elements/s, or GFLOP/s where a GEMM
-// dominates). Threads: the OpenMP default (all cores unless OMP_NUM_THREADS says otherwise); the CPU
-// backend runs its BLAS calls on the OpenMP threads. Read the CPU-time column with OMP_NUM_THREADS=1
-// for per-core figures on a busy machine.
+// Microbenchmarks of the CPU backend's ops (backends/ops.h through make_cpu_backend, as the model calls them) at
+// BERT-base shapes (B=32, S=128, H=768, A=12, FFN 3072, vocabulary 30522, 20 masked positions per sequence): the
+// SGEMMs behind the linear layers (GFLOP/s), every op forward and backward (elements/s, or GFLOP/s where a GEMM
+// dominates), and the optimizer ops over the BERT-base parameter sizes (parameters/s). Threads: the OpenMP default
+// (all cores unless OMP_NUM_THREADS says otherwise); the CPU backend runs its BLAS calls on the OpenMP threads.
+// Read the CPU-time column with OMP_NUM_THREADS=1 for per-core figures on a busy machine.
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
+#include <memory>
 #include <random>
+#include <vector>
 
+#include "backends/backend.h"
+#include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/cpu_ops.h"
 #include "backends/ops.h"
 #include "core/buffer.h"
@@ -16,10 +20,20 @@
 namespace bertperf {
 namespace {
 
+using ops::Activation;
+using ops::WeightLayout;
+
 constexpr int kBatch = 32, kSeq = 128, kHidden = 768, kHeads = 12, kHeadDim = 64, kFfn = 3072;
 constexpr int kTokens = kBatch * kSeq;
 constexpr int kVocab = 30522, kPredictions = kBatch * 20;
-constexpr RngKey kKey{42, 1, 0};
+const ops::DropoutCounter kCounter{42, 1, 0};
+
+ops::Dropout dropout(float p, uint32_t site = 0) { return {p, &kCounter, 0, site}; }
+
+Backend& cpu_backend() {
+  static std::unique_ptr<Backend> backend = make_cpu_backend(DType::F32, 0);
+  return *backend;
+}
 
 AlignedBuffer<float> random_buffer(size_t n, float lo = -1.0f, float hi = 1.0f, uint64_t seed = 1) {
   AlignedBuffer<float> b(n);
@@ -69,16 +83,17 @@ void BM_Linear(benchmark::State& state) {
   const int N = static_cast<int>(state.range(0)), I = static_cast<int>(state.range(1)),
             O = static_cast<int>(state.range(2));
   const bool backward = state.range(3) != 0;
-  const auto layout = state.range(4) ? ops::WeightLayout::OUT_IN : ops::WeightLayout::IN_OUT;
+  const auto layout = state.range(4) ? WeightLayout::OUT_IN : WeightLayout::IN_OUT;
   auto x = random_buffer(static_cast<size_t>(N) * I), w = random_buffer(static_cast<size_t>(I) * O),
        b = random_buffer(O), dout = random_buffer(static_cast<size_t>(N) * O);
   AlignedBuffer<float> out(static_cast<size_t>(N) * O), dx(static_cast<size_t>(N) * I),
       dw(static_cast<size_t>(I) * O), db(O);
+  Backend& be = cpu_backend();
   for (auto _ : state) {
     if (backward) {
-      ops::linear_backward(dx.data(), dw.data(), db.data(), dout.data(), x.data(), w.data(), N, I, O, layout);
+      be.linear_backward({dx.data(), dw.data(), db.data(), dout.data(), x.data(), w.data(), N, I, O, 1, 0, 0, 0, layout});
     } else {
-      ops::linear_forward(out.data(), x.data(), w.data(), b.data(), N, I, O, layout);
+      be.linear_forward({out.data(), nullptr, x.data(), w.data(), b.data(), N, I, O, 1, 0, 0, 0, layout});
     }
     benchmark::ClobberMemory();
   }
@@ -94,33 +109,35 @@ BENCHMARK(BM_Linear)
     ->UseRealTime();
 
 // ---- a whole FFN sub-block, forward and backward --------------------------------------------------
-// GEMMs interleaved with elementwise loops, as the model runs them: shows the cost of switching
-// threads between BLAS and OpenMP loops, which the per-op benchmarks do not.
+// GEMMs interleaved with elementwise loops, as the model runs them: up-projection with GELU, down-projection, the
+// sub-layer end (bias, dropout, residual, LayerNorm), and back through them with the GELU backward fused into the
+// down-projection's. Shows the cost of switching threads between BLAS and OpenMP loops, which the per-op
+// benchmarks do not.
 
 void BM_FfnBlock(benchmark::State& state) {
   const size_t nh = static_cast<size_t>(kTokens) * kHidden, nf = static_cast<size_t>(kTokens) * kFfn;
   auto x = random_buffer(nh), w1 = random_buffer(static_cast<size_t>(kHidden) * kFfn, -0.05f, 0.05f),
        b1 = random_buffer(kFfn), w2 = random_buffer(static_cast<size_t>(kFfn) * kHidden, -0.05f, 0.05f),
-       b2 = random_buffer(kHidden), g = random_buffer(kHidden), be = random_buffer(kHidden),
-       dy = random_buffer(nh);
+       b2 = random_buffer(kHidden), g = random_buffer(kHidden), be_ = random_buffer(kHidden), dy = random_buffer(nh);
   AlignedBuffer<float> h(nf), a(nf), o(nh), r(nh), y(nh), mean(kTokens), rstd(kTokens);
-  AlignedBuffer<float> dr(nh), dx(nh), dout(nh), da(nf), dh(nf), dw1(w1.size()), db1(kFfn), dw2(w2.size()),
+  AlignedBuffer<float> dx(nh), dres(nh), dout(nh), dh(nf), dw1(w1.size()), db1(kFfn), dw2(w2.size()),
       db2(kHidden), dg(kHidden), dbe(kHidden);
-  const RngKey key = kKey;
+  Backend& be = cpu_backend();
   for (auto _ : state) {
-    ops::linear_forward(h.data(), x.data(), w1.data(), b1.data(), kTokens, kHidden, kFfn, ops::WeightLayout::IN_OUT);
-    ops::gelu_forward(a.data(), h.data(), nf);
-    ops::linear_forward(o.data(), a.data(), w2.data(), b2.data(), kTokens, kFfn, kHidden, ops::WeightLayout::IN_OUT);
-    ops::dropout_residual_forward(r.data(), o.data(), x.data(), nh, 0.1f, key);
-    ops::layernorm_forward(y.data(), mean.data(), rstd.data(), r.data(), g.data(), be.data(), kTokens, kHidden);
-    ops::layernorm_backward(dr.data(), dg.data(), dbe.data(), dy.data(), r.data(), g.data(), mean.data(),
-                            rstd.data(), kTokens, kHidden);
-    ops::dropout_residual_backward(dout.data(), dx.data(), dr.data(), nh, 0.1f, key);
-    ops::linear_backward(da.data(), dw2.data(), db2.data(), dout.data(), a.data(), w2.data(), kTokens, kFfn,
-                         kHidden, ops::WeightLayout::IN_OUT);
-    ops::gelu_backward(dh.data(), h.data(), da.data(), nf);
-    ops::linear_backward(dx.data(), dw1.data(), db1.data(), dh.data(), x.data(), w1.data(), kTokens, kHidden,
-                         kFfn, ops::WeightLayout::IN_OUT);
+    be.linear_forward({a.data(), h.data(), x.data(), w1.data(), b1.data(), kTokens, kHidden, kFfn, 1, 0, 0, 0,
+                       WeightLayout::IN_OUT, Activation::GELU});
+    be.linear_forward({o.data(), nullptr, a.data(), w2.data(), nullptr, kTokens, kFfn, kHidden});
+    be.residual_layernorm_forward({y.data(), r.data(), mean.data(), rstd.data(), o.data(), b2.data(), x.data(),
+                                   g.data(), be_.data(), kTokens, kHidden, dropout(0.1f)});
+    be.residual_layernorm_backward({dout.data(), dres.data(), db2.data(), dg.data(), dbe.data(), dy.data(), r.data(),
+                                    mean.data(), rstd.data(), g.data(), kTokens, kHidden, dropout(0.1f)});
+    ops::LinearBackward down{dh.data(), dw2.data(), nullptr, dout.data(), a.data(), w2.data(), kTokens, kFfn, kHidden};
+    down.dinp_act = Activation::GELU;
+    down.dinp_act_saved = h.data();
+    down.dinp_act_dbias = db1.data();
+    be.linear_backward(down);
+    be.linear_backward({dx.data(), dw1.data(), nullptr, dh.data(), x.data(), w1.data(), kTokens, kHidden, kFfn, 1, 0,
+                        0, 0, WeightLayout::IN_OUT, true});
     benchmark::ClobberMemory();
   }
   set_flops(state, 6.0 * 2 * kTokens * kHidden * kFfn);  // the GEMMs only
@@ -128,39 +145,49 @@ void BM_FfnBlock(benchmark::State& state) {
 BENCHMARK(BM_FfnBlock)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // ---- attention core ------------------------------------------------------------------------------
+// kBatch sequences, compacted: of lengths 60%..100% of kSeq (a realistic unpadded batch), or all kSeq long (the
+// work a padded (B, S) layout does).
 
 void BM_Attention(benchmark::State& state) {
   const bool backward = state.range(0) != 0;
   const float p = static_cast<float>(state.range(1)) / 100.0f;
-  const size_t n = static_cast<size_t>(kTokens) * kHidden;
-  const size_t np = static_cast<size_t>(kBatch) * kHeads * kSeq * kSeq;
-  auto q = random_buffer(n, -1, 1, 3), k = random_buffer(n, -1, 1, 4), v = random_buffer(n, -1, 1, 5),
-       dctx = random_buffer(n, -1, 1, 6);
-  AlignedBuffer<float> ctx(n), probs(np), scratch(np), dq(n), dk(n), dv(n);
-  AlignedBuffer<int32_t> seq(kTokens);
-  for (int b = 0; b < kBatch; ++b)  // a realistic padding pattern: rows 60%..100% full
-    for (int s = 0; s < kSeq; ++s) seq[b * kSeq + s] = s < kSeq * (60 + 40 * b / kBatch) / 100 ? 1 : 0;
-  ops::attention_forward(ctx.data(), probs.data(), q.data(), k.data(), v.data(), seq.data(), kBatch, kSeq,
-                         kHeads, kHeadDim, p, kKey);
+  const bool full = state.range(2) != 0;
+  AlignedBuffer<int32_t> cu(kBatch + 1);
+  double pairs_work = 0;
+  for (int b = 0; b < kBatch; ++b) {
+    const int len = full ? kSeq : kSeq * (60 + 40 * b / kBatch) / 100;
+    cu[b + 1] = cu[b] + len;
+    pairs_work += static_cast<double>(len) * len;
+  }
+  const int N = kTokens, H = kHeads * kHeadDim;
+  const size_t n = static_cast<size_t>(N) * H;
+  auto qkv = random_buffer(3 * n, -1, 1, 3), dctx = random_buffer(n, -1, 1, 6);
+  Backend& be = cpu_backend();
+  const size_t saved_bytes = be.attention_saved_bytes(N, kBatch, kSeq, kHeads);
+  AlignedBuffer<float> ctx(n), saved(saved_bytes / sizeof(float)), work(saved_bytes / sizeof(float)), dqkv(3 * n);
+  const ops::AttentionForward fwd{ctx.data(), saved.data(), qkv.data(), cu.data(), N, kBatch, kSeq, kHeads, kHeadDim,
+                                  dropout(p, 1)};
+  be.attention_forward(fwd);
   for (auto _ : state) {
     if (backward) {
-      ops::attention_backward(dq.data(), dk.data(), dv.data(), scratch.data(), dctx.data(), probs.data(),
-                              q.data(), k.data(), v.data(), kBatch, kSeq, kHeads, kHeadDim, p, kKey);
+      be.attention_backward({dqkv.data(), work.data(), dctx.data(), ctx.data(), qkv.data(), saved.data(), cu.data(), N,
+                             kBatch, kSeq, kHeads, kHeadDim, dropout(p, 1)});
     } else {
-      ops::attention_forward(ctx.data(), probs.data(), q.data(), k.data(), v.data(), seq.data(), kBatch, kSeq,
-                             kHeads, kHeadDim, p, kKey);
+      be.attention_forward(fwd);
     }
     benchmark::ClobberMemory();
   }
-  // Two S x S x D products forward, four backward.
-  set_flops(state, (backward ? 8.0 : 4.0) * kBatch * kHeads * kSeq * kSeq * kHeadDim);
+  // Two len x len x D products forward, four backward, per (sequence, head).
+  set_flops(state, (backward ? 8.0 : 4.0) * kHeads * pairs_work * kHeadDim);
 }
 BENCHMARK(BM_Attention)
-    ->ArgNames({"bwd", "drop%"})
-    ->Args({0, 0})
-    ->Args({0, 10})
-    ->Args({1, 0})
-    ->Args({1, 10})
+    ->ArgNames({"bwd", "drop%", "full"})
+    ->Args({0, 0, 0})
+    ->Args({0, 10, 0})
+    ->Args({1, 0, 0})
+    ->Args({1, 10, 0})
+    ->Args({0, 10, 1})
+    ->Args({1, 10, 1})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
@@ -171,19 +198,53 @@ void BM_LayerNorm(benchmark::State& state) {
   const size_t n = static_cast<size_t>(kTokens) * kHidden;
   auto x = random_buffer(n), g = random_buffer(kHidden), b = random_buffer(kHidden), dout = random_buffer(n);
   AlignedBuffer<float> out(n), mean(kTokens), rstd(kTokens), dx(n), dg(kHidden), db(kHidden);
-  ops::layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), g.data(), b.data(), kTokens, kHidden);
+  cpu::layernorm_forward<float>(out.data(), mean.data(), rstd.data(), x.data(), g.data(), b.data(), kTokens, kHidden);
   for (auto _ : state) {
     if (backward) {
-      ops::layernorm_backward(dx.data(), dg.data(), db.data(), dout.data(), x.data(), g.data(), mean.data(),
-                              rstd.data(), kTokens, kHidden);
+      cpu::layernorm_backward<float>(dx.data(), dg.data(), db.data(), dout.data(), x.data(), g.data(), mean.data(),
+                                     rstd.data(), kTokens, kHidden);
     } else {
-      ops::layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), g.data(), b.data(), kTokens, kHidden);
+      cpu::layernorm_forward<float>(out.data(), mean.data(), rstd.data(), x.data(), g.data(), b.data(), kTokens,
+                                    kHidden);
     }
     benchmark::ClobberMemory();
   }
   state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * n));
 }
 BENCHMARK(BM_LayerNorm)->ArgName("bwd")->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+// The sub-layer end: LayerNorm(dropout(inp + bias) + residual), and its backward (dinp, dresidual, dbias, dgamma,
+// dbeta).
+void BM_ResidualLayerNorm(benchmark::State& state) {
+  const bool backward = state.range(0) != 0;
+  const float p = static_cast<float>(state.range(1)) / 100.0f;
+  const size_t n = static_cast<size_t>(kTokens) * kHidden;
+  auto x = random_buffer(n), bias = random_buffer(kHidden), res = random_buffer(n), g = random_buffer(kHidden),
+       b = random_buffer(kHidden), dout = random_buffer(n);
+  AlignedBuffer<float> out(n), sum(n), mean(kTokens), rstd(kTokens), dx(n), dres(n), dbias(kHidden), dg(kHidden),
+      db(kHidden);
+  Backend& be = cpu_backend();
+  const ops::ResidualLayerNormForward fwd{out.data(), sum.data(), mean.data(), rstd.data(), x.data(), bias.data(),
+                                          res.data(), g.data(), b.data(), kTokens, kHidden, dropout(p, 2)};
+  be.residual_layernorm_forward(fwd);
+  for (auto _ : state) {
+    if (backward) {
+      be.residual_layernorm_backward({dx.data(), dres.data(), dbias.data(), dg.data(), db.data(), dout.data(),
+                                      sum.data(), mean.data(), rstd.data(), g.data(), kTokens, kHidden, dropout(p, 2)});
+    } else {
+      be.residual_layernorm_forward(fwd);
+    }
+    benchmark::ClobberMemory();
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * n));
+}
+BENCHMARK(BM_ResidualLayerNorm)
+    ->ArgNames({"bwd", "drop%"})
+    ->Args({0, 10})
+    ->Args({1, 10})
+    ->Args({0, 0})
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
 
 void BM_Gelu(benchmark::State& state) {
   const bool backward = state.range(0) != 0;
@@ -192,9 +253,9 @@ void BM_Gelu(benchmark::State& state) {
   AlignedBuffer<float> out(n);
   for (auto _ : state) {
     if (backward) {
-      ops::gelu_backward(out.data(), x.data(), dout.data(), n);
+      cpu::gelu_backward<float>(out.data(), x.data(), dout.data(), n);
     } else {
-      ops::gelu_forward(out.data(), x.data(), n);
+      cpu::gelu_forward<float>(out.data(), x.data(), n);
     }
     benchmark::ClobberMemory();
   }
@@ -207,12 +268,13 @@ void BM_DropoutResidual(benchmark::State& state) {
   const float p = static_cast<float>(state.range(1)) / 100.0f;
   const size_t n = static_cast<size_t>(kTokens) * kHidden;
   auto x = random_buffer(n), r = random_buffer(n);
-  AlignedBuffer<float> out(n), dx(n), dr(n);
+  AlignedBuffer<float> out(n), dx(n);
+  const RngKey key{kCounter.seed, kCounter.step, 0};
   for (auto _ : state) {
     if (backward) {
-      ops::dropout_residual_backward(dx.data(), dr.data(), x.data(), n, p, kKey);
+      cpu::dropout_backward<float>(dx.data(), x.data(), n, p, key);
     } else {
-      ops::dropout_residual_forward(out.data(), x.data(), r.data(), n, p, kKey);
+      cpu::bias_dropout_residual_forward<float>(out.data(), x.data(), nullptr, r.data(), kTokens, kHidden, p, key);
     }
     benchmark::ClobberMemory();
   }
@@ -226,21 +288,28 @@ BENCHMARK(BM_DropoutResidual)
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
 
+// The embedding op: lookup, LayerNorm and dropout; the backward through them into the three tables.
 void BM_Embedding(benchmark::State& state) {
   const bool backward = state.range(0) != 0;
   const size_t n = static_cast<size_t>(kTokens) * kHidden;
   auto word = random_buffer(static_cast<size_t>(kVocab) * kHidden), type = random_buffer(2 * kHidden),
-       pos = random_buffer(512 * kHidden), dout = random_buffer(n);
+       pos = random_buffer(512 * kHidden), g = random_buffer(kHidden), b = random_buffer(kHidden),
+       dout = random_buffer(n);
   auto ids = random_ids(kTokens, kVocab), types = random_ids(kTokens, 2), positions = random_ids(kTokens, kSeq);
-  AlignedBuffer<float> out(n), dword(static_cast<size_t>(kVocab) * kHidden), dtype(2 * kHidden),
-      dpos(512 * kHidden);
+  AlignedBuffer<float> out(n), sum(n), mean(kTokens), rstd(kTokens), scratch(2 * n),
+      dword(static_cast<size_t>(kVocab) * kHidden), dtype(2 * kHidden), dpos(512 * kHidden), dg(kHidden), db(kHidden);
+  Backend& be = cpu_backend();
+  const ops::EmbeddingForward fwd{out.data(), sum.data(), mean.data(), rstd.data(), ids.data(), types.data(),
+                                  positions.data(), word.data(), type.data(), pos.data(), g.data(), b.data(),
+                                  kTokens, kHidden, dropout(0.1f, 3)};
+  be.embedding_forward(fwd);
   for (auto _ : state) {
     if (backward) {
-      ops::embedding_backward(dword.data(), dtype.data(), dpos.data(), dout.data(), ids.data(), types.data(),
-                              positions.data(), kTokens, kHidden);
+      be.embedding_backward({dword.data(), dtype.data(), dpos.data(), dg.data(), db.data(), scratch.data(),
+                             dout.data(), sum.data(), mean.data(), rstd.data(), g.data(), ids.data(), types.data(),
+                             positions.data(), kTokens, kHidden, dropout(0.1f, 3)});
     } else {
-      ops::embedding_forward(out.data(), ids.data(), types.data(), positions.data(), word.data(), type.data(),
-                             pos.data(), kTokens, kHidden);
+      be.embedding_forward(fwd);
     }
     benchmark::ClobberMemory();
   }
@@ -248,23 +317,135 @@ void BM_Embedding(benchmark::State& state) {
 }
 BENCHMARK(BM_Embedding)->ArgName("bwd")->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
+// The masked-LM cross-entropy: forward (log-sum-exp, loss and accuracy statistics), backward from the saved
+// log-sum-exp, in place as the model runs it.
 void BM_CrossEntropy(benchmark::State& state) {
   const bool backward = state.range(0) != 0;
   const size_t n = static_cast<size_t>(kPredictions) * kVocab;
-  auto logits = random_buffer(n, -8, 8), dlosses = random_buffer(kPredictions);
+  auto logits = random_buffer(n, -8, 8), weights = random_buffer(kPredictions, 0, 1);
   auto labels = random_ids(kPredictions, kVocab);
-  AlignedBuffer<float> losses(kPredictions), dlogits(n);
+  AlignedBuffer<float> lse(kPredictions), dlogits(n);
+  AlignedBuffer<double> stats(2);
+  Backend& be = cpu_backend();
+  const ops::CrossEntropyForward fwd{lse.data(), stats.data(), logits.data(), labels.data(), weights.data(),
+                                     weights.data(), kPredictions, kVocab, kVocab};
+  be.cross_entropy_forward(fwd);
   for (auto _ : state) {
     if (backward) {
-      ops::cross_entropy_backward(dlogits.data(), logits.data(), labels.data(), dlosses.data(), kPredictions, kVocab);
+      be.cross_entropy_backward({dlogits.data(), logits.data(), lse.data(), labels.data(), weights.data(),
+                                 kPredictions, kVocab, kVocab, 1.0f});
     } else {
-      ops::cross_entropy_forward(losses.data(), logits.data(), labels.data(), kPredictions, kVocab);
+      be.cross_entropy_forward(fwd);
     }
     benchmark::ClobberMemory();
   }
   state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * n));
 }
 BENCHMARK(BM_CrossEntropy)->ArgName("bwd")->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+// ---- the optimizer ops over BERT-base's parameters (parameters/s) -------------------------------------
+// The tensor sizes of BERT-base pretraining (embeddings, 12 layers, pooler, heads), chunked as the optimizer does.
+
+struct OptimizerState {
+  std::vector<int32_t> tensor;
+  std::vector<int64_t> begin, end;
+  std::vector<uint8_t> excluded;
+  size_t total = 0, parameters = 0;
+  AlignedBuffer<float> grads, master, m, v, sum;
+  AlignedBuffer<double> norms;
+  ops::StepScalars scalars;
+
+  void add(size_t numel, bool is_excluded) {
+    const int32_t t = static_cast<int32_t>(excluded.size());
+    for (size_t b = 0; b < numel; b += size_t{1} << 15) {
+      tensor.push_back(t);
+      begin.push_back(static_cast<int64_t>(total + b));
+      end.push_back(static_cast<int64_t>(total + std::min(b + (size_t{1} << 15), numel)));
+    }
+    excluded.push_back(is_excluded);
+    total += (numel + 63) / 64 * 64;
+    parameters += numel;
+  }
+
+  OptimizerState() {
+    const size_t H = kHidden, F = kFfn;
+    add(size_t{kVocab} * H, false);
+    add(512 * H, false);
+    add(2 * H, false);
+    add(H, true);
+    add(H, true);
+    for (int layer = 0; layer < 12; ++layer) {
+      for (int k = 0; k < 4; ++k) {
+        add(H * H, false);
+        add(H, true);
+      }
+      add(H, true);
+      add(H, true);
+      add(H * F, false);
+      add(F, true);
+      add(F * H, false);
+      add(H, true);
+      add(H, true);
+      add(H, true);
+    }
+    add(H * H, false);  // pooler
+    add(H, true);
+    add(H * H, false);  // MLM transform
+    add(H, true);
+    add(H, true);
+    add(H, true);
+    add(kVocab, true);  // MLM output bias
+    add(2 * H, false);  // NSP
+    add(2, true);
+    grads = random_buffer(total, -1e-3f, 1e-3f, 7);
+    master = random_buffer(total, -0.05f, 0.05f, 8);
+    m = AlignedBuffer<float>(total);
+    v = AlignedBuffer<float>(total);
+    sum = AlignedBuffer<float>(total);
+    norms = AlignedBuffer<double>(2 * excluded.size());
+    scalars.learning_rate = 1e-6f;
+    scalars.max_grad_norm = 1e30f;  // never clips: measures the sum
+  }
+  ops::Chunks chunks() const {
+    return {tensor.data(), begin.data(), end.data(), 0, static_cast<int>(tensor.size())};
+  }
+};
+
+OptimizerState& optimizer_state() {
+  static OptimizerState s;
+  return s;
+}
+
+void BM_LambOps(benchmark::State& state) {
+  OptimizerState& s = optimizer_state();
+  Backend& be = cpu_backend();
+  for (auto _ : state) {
+    be.fill_zero(s.norms.data(), 2 * s.excluded.size() * sizeof(double));
+    ops::LambMoments mo{s.m.data(), s.v.data(), s.norms.data(), s.grads.data(), s.master.data(), s.excluded.data(),
+                        nullptr, &s.scalars, s.chunks()};
+    be.lamb_moments(mo);
+    be.lamb_apply({s.master.data(), nullptr, s.m.data(), s.v.data(), s.norms.data(), s.excluded.data(), &s.scalars,
+                   s.chunks()});
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * s.parameters));
+}
+BENCHMARK(BM_LambOps)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_GradientClip(benchmark::State& state) {
+  OptimizerState& s = optimizer_state();
+  Backend& be = cpu_backend();
+  for (auto _ : state) be.gradient_clip({&s.scalars, nullptr, s.grads.data(), s.chunks()});
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * s.parameters));
+}
+BENCHMARK(BM_GradientClip)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_GradientAccumulate(benchmark::State& state) {
+  OptimizerState& s = optimizer_state();
+  Backend& be = cpu_backend();
+  for (auto _ : state) be.gradient_accumulate({s.sum.data(), s.grads.data(), &s.scalars, s.chunks(), 0.5f});
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * s.parameters));
+}
+BENCHMARK(BM_GradientAccumulate)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
 }  // namespace bertperf

@@ -1081,8 +1081,14 @@ TEST(Optimizer, AccumulateAddsClippedScaledGradientsOverTheChunksOnly) {
     const float want = f.in_tensor(i) ? sum0[i] + g[i] * 0.25f * 0.5f : sum0[i];
     ASSERT_EQ(sum[i], want) << i;
   }
+  // Only the last clip's norm decides: an earlier non-finite micro-batch (counted in nonfinite) does not stop
+  // this one, as today's accumulator added each finite micro-batch.
   s.nonfinite = 1;
-  const std::vector<float> before = sum;
+  std::vector<float> before = sum;
+  cpu::gradient_accumulate<float>({sum.data(), g.data(), &s, f.all(), 0.5f});
+  EXPECT_NE(sum, before);
+  s.grad_norm_sq = std::numeric_limits<double>::infinity();
+  before = sum;
   cpu::gradient_accumulate<float>({sum.data(), g.data(), &s, f.all(), 0.5f});
   EXPECT_EQ(sum, before);
 }

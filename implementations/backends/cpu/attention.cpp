@@ -67,6 +67,20 @@ struct Layout {
   }
 };
 
+// Dropout multipliers of rows [f0, f0 + rows) of a pair, row after row in mult. The rows of a sequence as long as
+// max_seqlen follow each other in the numbering, so they are one stream; shorter ones leave gaps, so row by row.
+template <typename T>
+void pair_multipliers(T* mult, const Layout& layout, const Pair& pr, int f0, int rows, float drop_prob, RngKey key,
+                      T scale) {
+  if (pr.len == layout.max_seqlen) {
+    dropout_multipliers(mult, layout.dropout_row(pr, f0), static_cast<size_t>(rows) * pr.len, drop_prob, key, scale);
+    return;
+  }
+  for (int r = 0; r < rows; ++r)
+    dropout_multipliers(mult + static_cast<size_t>(r) * pr.len, layout.dropout_row(pr, f0 + r), pr.len, drop_prob,
+                        key, scale);
+}
+
 // row = softmax(row) in place, over n keys.
 template <typename T>
 void softmax_row(T* row, int n) {
@@ -133,13 +147,11 @@ void attention_forward(const ops::AttentionForward& p) {
     const int rows_per_tile = static_cast<int>(kTile / L);
     for (int f0 = 0; f0 < L; f0 += rows_per_tile) {
       const int rows = std::min(rows_per_tile, L - f0);
-      for (int r = 0; r < rows; ++r) {
-        T* t = tile + static_cast<size_t>(r) * L;
-        const T* src = P + static_cast<size_t>(f0 + r) * L;
-        dropout_multipliers(t, layout.dropout_row(pr, f0 + r), L, drop_prob, key, keep_scale);
+      const size_t count = static_cast<size_t>(rows) * L;
+      pair_multipliers(tile, layout, pr, f0, rows, drop_prob, key, keep_scale);
+      const T* src = P + static_cast<size_t>(f0) * L;
 #pragma omp simd
-        for (int j = 0; j < L; ++j) t[j] *= src[j];
-      }
+      for (size_t e = 0; e < count; ++e) tile[e] *= src[e];
       gemm<T>(false, false, rows, D, L, T(1), tile, L, v, ld, T(0), out + static_cast<size_t>(f0) * H, H);
     }
   }
@@ -181,9 +193,7 @@ void attention_backward(const ops::AttentionBackward& p) {
     // dV = dropout(P)^T . dctx
     const T* Pd = P;
     if (dropout) {
-      for (int f = 0; f < L; ++f)
-        dropout_multipliers(W + static_cast<size_t>(f) * L, layout.dropout_row(pr, f), L, drop_prob, key,
-                            keep_scale);
+      pair_multipliers(W, layout, pr, 0, L, drop_prob, key, keep_scale);
 #pragma omp simd
       for (size_t e = 0; e < LL; ++e) W[e] *= P[e];
       Pd = W;

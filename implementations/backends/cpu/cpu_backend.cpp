@@ -76,6 +76,7 @@ class CpuBackend final : public Backend {
     }
   }
   void synchronize() override {}
+  GemmProfile* gemm_profile() override { return &cpu::gemm_profile(); }
 
   size_t attention_saved_bytes(int tokens, int, int max_seqlen, int heads) const override {
     return cpu::attention_saved_elements(tokens, max_seqlen, heads) * sizeof(T);

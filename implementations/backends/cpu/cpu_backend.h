@@ -1,6 +1,10 @@
 // The CPU backend (backend.h) over the cpu::op<T> kernels of cpu_ops.h: fp32 is the backend proper (OpenBLAS and
 // OpenMP, `threads` of them), fp64 the oracle the conformance test and the finite-difference checks compare with.
 // Device memory is host memory; copies are memcpy; ops run synchronously.
+//
+// `threads` > 0 sets the OpenMP and OpenBLAS thread counts of the process (one pool for the whole program, so a
+// second CPU backend with a different count changes the first's); 0 keeps the current setting (OMP_NUM_THREADS,
+// or every core). bf16 is refused (InternalError).
 #pragma once
 
 #include <memory>

@@ -26,6 +26,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "backends/backend.h"
 #include "backends/ops.h"
 
 namespace bertperf::cpu {
@@ -123,13 +124,10 @@ template <typename T>
 void argmax_rows(int32_t* out, const T* logits, int M, int V, int ld);
 
 // Time and FLOPs of the gemm() calls made outside parallel regions (the dense layers; attention's
-// per-head GEMMs run inside its own parallel loop and count as attention). Off by default; the
-// step benchmark switches it on to report the GEMM share of a step.
-struct GemmProfile {
-  bool enabled = false;
-  double seconds = 0;
-  double flops = 0;
-};
+// per-head GEMMs run inside its own parallel loop and count as attention): what the CPU backend's
+// Backend::gemm_profile() hands out. Off by default; the step benchmark switches it on to report the
+// GEMM share of a step.
+using GemmProfile = Backend::GemmProfile;
 GemmProfile& gemm_profile();
 
 // C = alpha * op(A) . op(B) + beta * C, row-major, through cblas_sgemm / cblas_dgemm. Called outside

@@ -1,6 +1,7 @@
 // CPU optimizer ops over flat buffers (ops.h): global-norm clipping, gradient accumulation and the two LAMB
 // stages (cpu_ops.h). The arithmetic is the reference's, element for element in T, with norms in double: per-chunk
 // partial sums in parallel, then added in chunk order, so results do not depend on the thread count.
+#include <algorithm>
 #include <cmath>
 
 #include "backends/cpu/cpu_math.h"
@@ -12,14 +13,17 @@ namespace bertperf::cpu {
 
 namespace {
 
-// Calls body(c, begin, end, tensor) for every chunk of `chunks`, c counted from 0, in parallel. Chunks are similar
-// in size (at most the table's chunk length) but the last of each tensor is short: dynamic scheduling.
+// Calls body(c, begin, n, tensor) for every chunk of `chunks` (n elements from flat offset begin), c counted from 0,
+// in parallel. Chunks are similar in size (at most the table's chunk length) but the last of each tensor is short:
+// dynamic scheduling. Bodies index from local pointers (x = buffer + begin, x[i] for i < n): GCC vectorises that
+// form with plain loads, but gathers when a captured pointer is indexed with the chunk's flat offsets.
 template <typename Body>
 void for_chunks(const ops::Chunks& chunks, Body body) {
 #pragma omp parallel for schedule(dynamic, 4)
   for (int c = 0; c < chunks.count; ++c) {
     const int at = chunks.first + c;
-    body(c, static_cast<size_t>(chunks.begin[at]), static_cast<size_t>(chunks.end[at]), chunks.tensor[at]);
+    body(c, static_cast<size_t>(chunks.begin[at]), static_cast<size_t>(chunks.end[at] - chunks.begin[at]),
+         chunks.tensor[at]);
   }
 }
 
@@ -34,10 +38,11 @@ template <typename T>
 void gradient_clip(const ops::GradientClip& p, std::vector<double>& scratch) {
   const T* g = static_cast<const T*>(p.grads);
   double* partial = grow(scratch, static_cast<size_t>(p.chunks.count));
-  for_chunks(p.chunks, [&](int c, size_t begin, size_t end, int32_t) {
+  for_chunks(p.chunks, [=](int c, size_t begin, size_t n, int32_t) {
+    const T* x = g + begin;
     double s = 0;
 #pragma omp simd reduction(+ : s)
-    for (size_t i = begin; i < end; ++i) s += double(g[i]) * double(g[i]);
+    for (size_t i = 0; i < n; ++i) s += double(x[i]) * double(x[i]);
     partial[c] = s;
   });
   double total = 0;
@@ -65,14 +70,17 @@ void gradient_clip_finish(const ops::GradientClipFinish& p) {
 
 template <typename T>
 void gradient_accumulate(const ops::GradientAccumulate& p) {
-  if (p.scalars->nonfinite > 0) return;
+  // A micro-batch whose clip saw a non-finite norm adds nothing (the step's update is skipped anyway).
+  if (!std::isfinite(p.scalars->grad_norm_sq)) return;
   // g * clip_scale, then * scale: the order of the reference's clip-then-add.
   const T clip = static_cast<T>(p.scalars->clip_scale), scale = static_cast<T>(p.scale);
   const T* g = static_cast<const T*>(p.grads);
   T* sum = static_cast<T*>(p.sum);
-  for_chunks(p.chunks, [&](int, size_t begin, size_t end, int32_t) {
+  for_chunks(p.chunks, [=](int, size_t begin, size_t n, int32_t) {
+    const T* x = g + begin;
+    T* y = sum + begin;
 #pragma omp simd
-    for (size_t i = begin; i < end; ++i) sum[i] += g[i] * clip * scale;
+    for (size_t i = 0; i < n; ++i) y[i] += x[i] * clip * scale;
   });
 }
 
@@ -94,26 +102,31 @@ void lamb_moments(const ops::LambMoments& p, std::vector<double>& scratch) {
   T* m = static_cast<T*>(p.m);
   T* v = static_cast<T*>(p.v);
   double* partial = grow(scratch, 2 * static_cast<size_t>(p.chunks.count));
-  for_chunks(p.chunks, [&](int c, size_t begin, size_t end, int32_t tensor) {
+  const ops::LambMoments& q = p;
+  for_chunks(p.chunks, [=, &q](int c, size_t begin, size_t n, int32_t tensor) {
     const kmath::LambElementParams e =
-        lamb_element_params(*p.scalars, p.beta1, p.one_minus_beta1, p.beta2, p.one_minus_beta2, p.epsilon,
-                            p.excluded[tensor] ? 0.0f : p.weight_decay);
+        lamb_element_params(*q.scalars, q.beta1, q.one_minus_beta1, q.beta2, q.one_minus_beta2, q.epsilon,
+                            q.excluded[tensor] ? 0.0f : q.weight_decay);
+    const T* g = grads + begin;
+    const T* w = master + begin;
+    T* mc = m + begin;
+    T* vc = v + begin;
     double w_sq = 0, u_sq = 0;
-    if (p.grad_scale) {
-      const T scale = static_cast<T>(*p.grad_scale);
+    if (q.grad_scale) {
+      const T scale = static_cast<T>(*q.grad_scale);
 #pragma omp simd reduction(+ : w_sq, u_sq)
-      for (size_t i = begin; i < end; ++i) {
-        kmath::lamb_moments(m[i], v[i], grads[i] * scale, e);
-        const T u = kmath::lamb_direction(m[i], v[i], master[i], e, Sqrt{});
-        w_sq += double(master[i]) * double(master[i]);
+      for (size_t i = 0; i < n; ++i) {
+        kmath::lamb_moments(mc[i], vc[i], g[i] * scale, e);
+        const T u = kmath::lamb_direction(mc[i], vc[i], w[i], e, Sqrt{});
+        w_sq += double(w[i]) * double(w[i]);
         u_sq += double(u) * double(u);
       }
     } else {
 #pragma omp simd reduction(+ : w_sq, u_sq)
-      for (size_t i = begin; i < end; ++i) {
-        kmath::lamb_moments(m[i], v[i], grads[i], e);
-        const T u = kmath::lamb_direction(m[i], v[i], master[i], e, Sqrt{});
-        w_sq += double(master[i]) * double(master[i]);
+      for (size_t i = 0; i < n; ++i) {
+        kmath::lamb_moments(mc[i], vc[i], g[i], e);
+        const T u = kmath::lamb_direction(mc[i], vc[i], w[i], e, Sqrt{});
+        w_sq += double(w[i]) * double(w[i]);
         u_sq += double(u) * double(u);
       }
     }
@@ -136,17 +149,21 @@ void lamb_apply(const ops::LambApply& p) {
   const T* m = static_cast<const T*>(p.m);
   const T* v = static_cast<const T*>(p.v);
   const float lr = p.scalars->learning_rate;
-  for_chunks(p.chunks, [&](int, size_t begin, size_t end, int32_t tensor) {
-    const bool excluded = p.excluded[tensor] != 0;
+  const ops::LambApply& q = p;
+  for_chunks(p.chunks, [=, &q](int, size_t begin, size_t n, int32_t tensor) {
+    const bool excluded = q.excluded[tensor] != 0;
     // The moments' betas play no part here.
     const kmath::LambElementParams e =
-        lamb_element_params(*p.scalars, 0, 0, 0, 0, p.epsilon, excluded ? 0.0f : p.weight_decay);
+        lamb_element_params(*q.scalars, 0, 0, 0, 0, q.epsilon, excluded ? 0.0f : q.weight_decay);
     const float ratio =
-        kmath::lamb_trust_ratio(std::sqrt(p.norms[2 * tensor]), std::sqrt(p.norms[2 * tensor + 1]), excluded);
+        kmath::lamb_trust_ratio(std::sqrt(q.norms[2 * tensor]), std::sqrt(q.norms[2 * tensor + 1]), excluded);
     const T step = static_cast<T>(ratio * lr);
+    const T* mc = m + begin;
+    const T* vc = v + begin;
+    T* w = master + begin;
 #pragma omp simd
-    for (size_t i = begin; i < end; ++i) master[i] -= step * kmath::lamb_direction(m[i], v[i], master[i], e, Sqrt{});
-    if (weights) std::copy(master + begin, master + end, weights + begin);
+    for (size_t i = 0; i < n; ++i) w[i] -= step * kmath::lamb_direction(mc[i], vc[i], w[i], e, Sqrt{});
+    if (weights) std::copy(w, w + n, weights + begin);
   });
 }
 

@@ -1,0 +1,1047 @@
+// The backend-conformance test: every op of the vocabulary (backends/ops.h), on every backend this build can run
+// here (available_backends(): "cpu" always, "cuda" where a GPU is present), against the CPU backend in fp64 as the
+// oracle, on random shapes from small to BERT-base sizes, including variable-length layouts (several sequences per
+// batch, lengths 1 to S, filler tokens past the last sequence). A backend that is not here is reported as skipped.
+//
+// How a case runs: its tensors are uploaded into each backend's dtypes (upload_floats; the values are fp32 numbers,
+// so every backend starts from the same inputs), outputs are poisoned with NaN first (so an output an op fails to
+// write shows up), parameter gradients and other accumulated outputs start non-zero (so "+=" is checked), and the
+// case's ops run. What is compared is what is backend-independent: outputs, gradients, and the saved tensors a
+// later op reads (log-sum-exp, mean and rstd, pre-activations, sums), not `saved` or `workspace`, whose layout is
+// the backend's own.
+//
+// Tolerances follow the backend's dtypes. A backend with fp32 activations (the CPU) must agree with the fp64
+// oracle to a small multiple of fp32 rounding (per element, relative to the tensor's largest value). A backend
+// with bf16 in any dtype must have an error (L2 against the oracle) of at most twice that of the same math done
+// naively at its precision: the CPU's fp32 ops run on inputs rounded to bf16 wherever the backend keeps bf16, with
+// those outputs rounded to bf16 as well (naive_bf16 below).
+//
+// Dropout is compared with masks on, since every backend draws ops.h's Philox masks. A backend that draws its own
+// masks for an op declares it in draws_own_masks(); that op is then compared with dropout off, and the forward ops'
+// drop rate and scaling are checked statistically (which every backend's forward ops also get here).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backends/backend.h"
+#include "backends/cpu/cpu_backend.h"
+#include "backends/ops.h"
+
+namespace bertperf {
+namespace {
+
+using ops::Activation;
+using ops::WeightLayout;
+using Vec = std::vector<double>;
+using Ids = std::vector<int32_t>;
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+// Ops whose dropout masks a backend draws from its own generator rather than from ops.h's Philox keys (a fused GPU
+// kernel with its own RNG would). Such an op is compared with dropout off, and its forward's masks are checked for
+// rate and scale only. None so far: every backend here draws ops.h's masks.
+bool draws_own_masks(const std::string& backend, const std::string& op) {
+  (void)backend;
+  (void)op;
+  return false;
+}
+
+// ---- bf16 ------------------------------------------------------------------------------------------------
+
+// x rounded to bf16 (round to nearest even, as the backends' conversions), as a float.
+float round_bf16(float x) {
+  if (std::isnan(x)) return x;
+  uint32_t bits = std::bit_cast<uint32_t>(x);
+  bits += 0x7FFFu + ((bits >> 16) & 1u);
+  return std::bit_cast<float>(bits & 0xFFFF0000u);
+}
+
+// ---- test tensors and cases ------------------------------------------------------------------------------
+
+// A tensor's element type: one of the backend's three float dtypes (ops.h: A, W, F), a fixed type, or raw bytes
+// (structs such as StepScalars, and the attention buffers whose size and layout are the backend's).
+enum class Kind : uint8_t { A, W, F, F32, F64, I32, I64, U8, BYTES, SCALARS, ATTN_SAVED, ATTN_WORKSPACE };
+// IN: uploaded, not compared. OUT: poisoned, compared. INOUT: uploaded, compared (accumulated outputs).
+// SCRATCH: poisoned, not compared.
+enum class Role : uint8_t { IN, OUT, INOUT, SCRATCH };
+
+bool is_float(Kind k) { return k == Kind::A || k == Kind::W || k == Kind::F || k == Kind::F32 || k == Kind::F64; }
+
+struct Tensor {
+  std::string name;
+  Kind kind;
+  Role role;
+  size_t n = 0;                // elements (bytes for BYTES and SCALARS)
+  Vec values;                  // initial values of a float kind
+  std::vector<uint8_t> bytes;  // initial contents of the other kinds
+  int attention[4] = {};       // tokens, sequences, max_seqlen, heads of an attention buffer
+};
+
+struct Case {
+  std::string op, shape;
+  std::vector<Tensor> tensors = {};
+  // Runs the case's ops on a backend, given the backend pointer of every tensor.
+  std::function<void(Backend&, const std::vector<void*>&)> run = {};
+  double rtol = 1e-5;  // fp32 backends: per element, relative to the tensor's largest value
+
+  int add(Tensor t) {
+    tensors.push_back(std::move(t));
+    return static_cast<int>(tensors.size()) - 1;
+  }
+  int in(const std::string& name, Kind kind, Vec values, Role role = Role::IN) {
+    const size_t n = values.size();
+    return add({name, kind, role, n, std::move(values), {}, {}});
+  }
+  int inout(const std::string& name, Kind kind, Vec values) { return in(name, kind, std::move(values), Role::INOUT); }
+  int out(const std::string& name, Kind kind, size_t n, Role role = Role::OUT) {
+    return add({name, kind, role, n, {}, {}, {}});
+  }
+  int scratch(const std::string& name, Kind kind, size_t n) { return out(name, kind, n, Role::SCRATCH); }
+  template <typename T>
+  int raw(const std::string& name, Kind kind, const std::vector<T>& v, Role role = Role::IN) {
+    std::vector<uint8_t> b(v.size() * sizeof(T));
+    if (!b.empty()) std::memcpy(b.data(), v.data(), b.size());
+    const size_t n = kind == Kind::BYTES || kind == Kind::SCALARS ? b.size() : v.size();
+    return add({name, kind, role, n, {}, std::move(b), {}});
+  }
+  int attention(const std::string& name, Kind kind, int tokens, int sequences, int max_seqlen, int heads) {
+    return add({name, kind, Role::SCRATCH, 0, {}, {}, {tokens, sequences, max_seqlen, heads}});
+  }
+};
+
+// A backend's three float dtypes (ops.h: A, W, F).
+struct Dtypes {
+  DType act, weight, master;
+  static Dtypes of(const Backend& b) { return {b.act_dtype(), b.weight_dtype(), b.master_dtype()}; }
+  bool any_bf16() const { return act == DType::BF16 || weight == DType::BF16 || master == DType::BF16; }
+};
+
+DType dtype_of(Kind k, const Dtypes& d) {
+  switch (k) {
+    case Kind::A: return d.act;
+    case Kind::W: return d.weight;
+    case Kind::F: return d.master;
+    case Kind::F64: return DType::F64;
+    default: return DType::F32;
+  }
+}
+DType dtype_of(Kind k, const Backend& b) { return dtype_of(k, Dtypes::of(b)); }
+
+size_t bytes_of(const Tensor& t, const Backend& b) {
+  const int* a = t.attention;
+  switch (t.kind) {
+    case Kind::I32: return 4 * t.n;
+    case Kind::I64: return 8 * t.n;
+    case Kind::U8: case Kind::BYTES: case Kind::SCALARS: return t.n;
+    case Kind::ATTN_SAVED: return b.attention_saved_bytes(a[0], a[1], a[2], a[3]);
+    case Kind::ATTN_WORKSPACE: return b.attention_workspace_bytes(a[0], a[1], a[2], a[3]);
+    default: return t.n * dtype_size(dtype_of(t.kind, b));
+  }
+}
+
+// What a run leaves in the compared tensors: values of float kinds, bytes of SCALARS.
+struct Results {
+  std::vector<Vec> values;
+  std::vector<std::vector<uint8_t>> bytes;
+};
+
+// Runs `c` on backend `b`. With `bf16_like` set (run on the CPU in fp32), the run is the naive reference at those
+// dtypes' precision: inputs and outputs of every kind kept in bf16 there are rounded to bf16 on the way in and out.
+Results run_case(Backend& b, const Case& c, const Dtypes* bf16_like = nullptr) {
+  auto rounds = [&](Kind k) { return bf16_like && is_float(k) && dtype_of(k, *bf16_like) == DType::BF16; };
+  std::vector<DeviceBuffer> buffers;
+  std::vector<void*> ptrs;
+  for (const Tensor& t : c.tensors) {
+    const size_t bytes = bytes_of(t, b);
+    buffers.emplace_back(b, std::max<size_t>(bytes, 1));
+    void* p = buffers.back().data();
+    ptrs.push_back(p);
+    const bool given = t.role == Role::IN || t.role == Role::INOUT;
+    if (t.kind == Kind::F64) {
+      std::vector<double> host = given ? t.values : Vec(t.n, kNaN);
+      b.upload(p, host.data(), bytes);
+    } else if (is_float(t.kind)) {
+      std::vector<float> host(t.n, std::numeric_limits<float>::quiet_NaN());
+      if (given)
+        for (size_t i = 0; i < t.n; ++i) host[i] = rounds(t.kind) ? round_bf16(float(t.values[i])) : float(t.values[i]);
+      upload_floats(b, p, dtype_of(t.kind, b), host.data(), t.n);
+    } else {
+      // Raw kinds: their bytes, or all ones (a NaN in any float type) as poison.
+      std::vector<uint8_t> host = given ? t.bytes : std::vector<uint8_t>(bytes, 0xFF);
+      b.upload(p, host.data(), host.size());
+    }
+  }
+  b.synchronize();
+  c.run(b, ptrs);
+  b.synchronize();
+  Results r;
+  r.values.resize(c.tensors.size());
+  r.bytes.resize(c.tensors.size());
+  for (size_t i = 0; i < c.tensors.size(); ++i) {
+    const Tensor& t = c.tensors[i];
+    if (t.role != Role::OUT && t.role != Role::INOUT) continue;
+    if (t.kind == Kind::SCALARS) {
+      r.bytes[i].resize(t.n);
+      b.download(r.bytes[i].data(), ptrs[i], t.n);
+    } else if (dtype_of(t.kind, b) == DType::F64) {
+      r.values[i].resize(t.n);
+      b.download(r.values[i].data(), ptrs[i], t.n * sizeof(double));
+    } else {
+      std::vector<float> host(t.n);
+      download_floats(b, host.data(), ptrs[i], dtype_of(t.kind, b), t.n);
+      for (float& x : host)
+        if (rounds(t.kind)) x = round_bf16(x);
+      r.values[i].assign(host.begin(), host.end());
+    }
+  }
+  return r;
+}
+
+double l2(const Vec& a, const Vec* b = nullptr) {
+  double s = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double d = b ? a[i] - (*b)[i] : a[i];
+    if (!std::isnan(d)) s += d * d;
+  }
+  return std::sqrt(s);
+}
+
+// The bf16 criterion: the L2 error of `got` against the oracle `ref` is at most twice that of the naive bf16 math
+// (plus a floor at fp32 rounding, for outputs the naive math gets exactly).
+bool within_twice_naive(const Vec& got, const Vec& ref, const Vec& naive, std::string* why) {
+  const double err = l2(got, &ref), naive_err = l2(naive, &ref);
+  if (err <= 2 * naive_err + 1e-6 * l2(ref) + 1e-30) return true;
+  *why = "L2 error " + std::to_string(err) + " against " + std::to_string(naive_err) + " for the naive bf16 math";
+  return false;
+}
+
+void expect_scalars_match(const std::vector<uint8_t>& got_bytes, const std::vector<uint8_t>& ref_bytes,
+                          const std::string& what) {
+  ops::StepScalars got, ref;
+  std::memcpy(&got, got_bytes.data(), sizeof got);
+  std::memcpy(&ref, ref_bytes.data(), sizeof ref);
+  EXPECT_EQ(got.dropout.seed, ref.dropout.seed) << what;
+  EXPECT_EQ(got.learning_rate, ref.learning_rate) << what;
+  EXPECT_EQ(got.max_grad_norm, ref.max_grad_norm) << what;
+  auto near = [](double a, double b) { return (std::isnan(a) && std::isnan(b)) || std::fabs(a - b) <= 1e-5 * std::fabs(b); };
+  EXPECT_TRUE(near(got.grad_norm_sq, ref.grad_norm_sq))
+      << what << ": grad_norm_sq " << got.grad_norm_sq << ", oracle " << ref.grad_norm_sq;
+  EXPECT_TRUE(near(got.clip_scale, ref.clip_scale))
+      << what << ": clip_scale " << got.clip_scale << ", oracle " << ref.clip_scale;
+  EXPECT_EQ(got.nonfinite, ref.nonfinite) << what << ": nonfinite";
+}
+
+// Runs `c` on the backend under test and on the oracle, and compares every OUT and INOUT tensor.
+void expect_conformance(Backend& backend, Backend& oracle, Backend& cpu_fp32, const Case& c) {
+  const std::string what = c.op + " [" + c.shape + "] on " + backend.name();
+  SCOPED_TRACE(what);
+  const Results got = run_case(backend, c), ref = run_case(oracle, c);
+  const Dtypes dtypes = Dtypes::of(backend);
+  const bool bf16 = dtypes.any_bf16();
+  Results naive;
+  if (bf16) naive = run_case(cpu_fp32, c, &dtypes);
+  for (size_t i = 0; i < c.tensors.size(); ++i) {
+    const Tensor& t = c.tensors[i];
+    if (t.role != Role::OUT && t.role != Role::INOUT) continue;
+    if (t.kind == Kind::SCALARS) {
+      expect_scalars_match(got.bytes[i], ref.bytes[i], t.name);
+      continue;
+    }
+    const Vec& g = got.values[i];
+    const Vec& r = ref.values[i];
+    ASSERT_EQ(g.size(), r.size()) << t.name;
+    // Both NaN: an element no backend writes (columns past the groups, row padding). One NaN: a missed write, or
+    // a write where none belongs, or a non-finite result.
+    int failures = 0;
+    for (size_t e = 0; e < g.size(); ++e)
+      if (std::isnan(g[e]) != std::isnan(r[e]) && failures++ < 3)
+        ADD_FAILURE() << t.name << "[" << e << "]: got " << g[e] << ", oracle " << r[e];
+    if (failures) continue;
+    double scale = 0;
+    for (double x : r)
+      if (!std::isnan(x)) scale = std::max(scale, std::fabs(x));
+    if (bf16) {
+      std::string why;
+      EXPECT_TRUE(within_twice_naive(g, r, naive.values[i], &why)) << t.name << ": " << why;
+    } else {
+      for (size_t e = 0; e < g.size(); ++e)
+        if (!std::isnan(r[e]) && !(std::fabs(g[e] - r[e]) <= c.rtol * scale) && failures++ < 3)
+          ADD_FAILURE() << t.name << "[" << e << "]: got " << g[e] << ", oracle " << r[e] << " (largest "
+                        << scale << ", rtol " << c.rtol << ")";
+    }
+  }
+}
+
+// ---- random problems -------------------------------------------------------------------------------------
+
+struct Gen {
+  std::mt19937_64 rng;
+  explicit Gen(uint64_t seed) : rng(seed) {}
+  // Values that are fp32 numbers, so that every backend is handed exactly the same inputs.
+  Vec uniform(size_t n, double lo = -1, double hi = 1) {
+    std::uniform_real_distribution<double> d(lo, hi);
+    Vec v(n);
+    for (double& x : v) x = static_cast<float>(d(rng));
+    return v;
+  }
+  Ids ints(size_t n, int bound) {
+    std::uniform_int_distribution<int32_t> d(0, bound - 1);
+    Ids v(n);
+    for (int32_t& x : v) x = d(rng);
+    return v;
+  }
+  int between(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); }
+};
+
+// A variable-length layout over a budget of `tokens`: sequences of random lengths in [1, S] (the first of length
+// 1 and one of length S where they fit, and a length-0 sequence when asked), then at least one filler token.
+struct SeqLayout {
+  Ids cu;
+  int tokens, S;
+  int sequences() const { return static_cast<int>(cu.size()) - 1; }
+  int real_tokens() const { return cu.back(); }
+};
+
+SeqLayout random_layout(Gen& g, int tokens, int S, bool with_empty = false) {
+  SeqLayout l{{0}, tokens, S};
+  const int budget = tokens - g.between(1, std::min(S, tokens - 1));
+  for (int k = 0;; ++k) {
+    int len = k == 0 ? 1 : k == 1 ? S : g.between(1, S);
+    if (with_empty && k == 2) len = 0;
+    if (l.cu.back() + len > budget) break;
+    l.cu.push_back(l.cu.back() + len);
+  }
+  return l;
+}
+
+ops::Dropout dropout_at(const std::vector<void*>& t, int counter, float p, uint32_t site) {
+  return {p, static_cast<const ops::DropoutCounter*>(t[counter]), 1, site};
+}
+
+int add_counter(Case& c, uint64_t seed) {
+  return c.raw("dropout counter", Kind::BYTES, std::vector<ops::DropoutCounter>{{seed, 11, 0}});
+}
+
+template <typename T = void>
+T* at(const std::vector<void*>& t, int i) {
+  return static_cast<T*>(t[i]);
+}
+
+// ---- the cases, one factory per op ---------------------------------------------------------------------------
+
+struct LinearShape {
+  int N, I, O, groups, ldo;
+  WeightLayout layout;
+  Activation act;
+  bool bias;
+};
+
+std::string describe(const LinearShape& s) {
+  return "N " + std::to_string(s.N) + ", I " + std::to_string(s.I) + ", O " + std::to_string(s.O) + " x" +
+         std::to_string(s.groups) + ", ldo " + std::to_string(s.ldo) +
+         (s.layout == WeightLayout::OUT_IN ? ", out-in" : "") +
+         (s.act == Activation::GELU ? ", gelu" : s.act == Activation::TANH ? ", tanh" : "") + (s.bias ? ", bias" : "");
+}
+
+std::vector<LinearShape> linear_shapes() {
+  return {
+      {37, 45, 29, 1, 29, WeightLayout::IN_OUT, Activation::NONE, true},
+      {23, 31, 17, 1, 17, WeightLayout::OUT_IN, Activation::NONE, false},
+      {19, 24, 8, 3, 29, WeightLayout::IN_OUT, Activation::NONE, true},   // fused QKV, wide rows
+      {41, 33, 52, 1, 52, WeightLayout::IN_OUT, Activation::GELU, true},
+      {9, 40, 40, 1, 40, WeightLayout::IN_OUT, Activation::TANH, true},
+      // BERT-base: the fused QKV of 128 tokens, the FFN up-projection; the tied MLM decoder's rows of the whole
+      // vocabulary (over a narrower hidden size, to keep the table small).
+      {128, 768, 768, 3, 2304, WeightLayout::IN_OUT, Activation::NONE, true},
+      {128, 768, 3072, 1, 3072, WeightLayout::IN_OUT, Activation::GELU, true},
+      {20, 64, 30522, 1, 30528, WeightLayout::OUT_IN, Activation::NONE, true},
+  };
+}
+
+Case linear_forward_case(Gen& g, const LinearShape& s) {
+  Case c{"linear_forward", describe(s)};
+  const size_t ws = static_cast<size_t>(s.I) * s.O, bs = s.O;
+  const int out = c.out("out", Kind::A, static_cast<size_t>(s.N) * s.ldo);
+  const int pre = s.act == Activation::GELU ? c.out("pre", Kind::A, static_cast<size_t>(s.N) * s.ldo) : -1;
+  const int inp = c.in("inp", Kind::A, g.uniform(static_cast<size_t>(s.N) * s.I));
+  const double w_scale = 1.0 / std::sqrt(double(s.I));
+  const int w = c.in("weight", Kind::W, g.uniform(ws * s.groups, -w_scale, w_scale));
+  const int b = s.bias ? c.in("bias", Kind::W, g.uniform(bs * s.groups)) : -1;
+  c.run = [=](Backend& be, const std::vector<void*>& t) {
+    be.linear_forward({t[out], pre >= 0 ? t[pre] : nullptr, t[inp], t[w], b >= 0 ? t[b] : nullptr, s.N, s.I, s.O,
+                       s.groups, ws, bs, s.ldo, s.layout, s.act});
+  };
+  return c;
+}
+
+Case linear_backward_case(Gen& g, const LinearShape& s, bool accumulate_dinp, Activation dinp_act) {
+  Case c{"linear_backward", describe(s) + (accumulate_dinp ? ", dinp +=" : "") +
+                                (dinp_act == Activation::GELU ? ", dinp gelu" : dinp_act == Activation::TANH ? ", dinp tanh" : "")};
+  const size_t ws = static_cast<size_t>(s.I) * s.O, bs = s.O, NI = static_cast<size_t>(s.N) * s.I;
+  const int dinp = accumulate_dinp ? c.inout("dinp", Kind::A, g.uniform(NI)) : c.out("dinp", Kind::A, NI);
+  const int dw = c.inout("dweight", Kind::F, g.uniform(ws * s.groups, -0.5, 0.5));
+  const int db = s.bias ? c.inout("dbias", Kind::F, g.uniform(bs * s.groups, -0.5, 0.5)) : -1;
+  const int dout = c.in("dout", Kind::A, g.uniform(static_cast<size_t>(s.N) * s.ldo));
+  const int inp = c.in("inp", Kind::A, g.uniform(NI));
+  const int w = c.in("weight", Kind::W, g.uniform(ws * s.groups, -0.1, 0.1));
+  const int saved = dinp_act != Activation::NONE
+                        ? c.in("dinp_act_saved", Kind::A, dinp_act == Activation::GELU ? g.uniform(NI, -3, 3) : g.uniform(NI))
+                        : -1;
+  const int dab = dinp_act != Activation::NONE ? c.inout("dinp_act_dbias", Kind::F, g.uniform(s.I, -0.5, 0.5)) : -1;
+  c.rtol = 2e-5;
+  c.run = [=](Backend& be, const std::vector<void*>& t) {
+    ops::LinearBackward p{t[dinp], t[dw], db >= 0 ? t[db] : nullptr, t[dout], t[inp], t[w], s.N, s.I, s.O,
+                          s.groups, ws, bs, s.ldo, s.layout, accumulate_dinp};
+    p.dinp_act = dinp_act;
+    p.dinp_act_saved = saved >= 0 ? t[saved] : nullptr;
+    p.dinp_act_dbias = dab >= 0 ? t[dab] : nullptr;
+    be.linear_backward(p);
+  };
+  return c;
+}
+
+Case activation_backward_case(Gen& g, size_t n, Activation act) {
+  Case c{"activation_backward", std::to_string(n) + (act == Activation::GELU ? " gelu" : " tanh")};
+  const int dinp = c.out("dinp", Kind::A, n);
+  const int dout = c.in("dout", Kind::A, g.uniform(n));
+  const int saved = c.in("saved", Kind::A, act == Activation::GELU ? g.uniform(n, -5, 5) : g.uniform(n));
+  c.run = [=](Backend& be, const std::vector<void*>& t) { be.activation_backward({t[dinp], t[dout], t[saved], n, act}); };
+  return c;
+}
+
+struct EmbeddingShape {
+  int N, C, V, T, P;
+};
+
+// The embedding forward, and with `backward` its backward after it.
+Case embedding_case(Gen& g, const EmbeddingShape& s, float p, bool backward) {
+  Case c{backward ? "embedding_backward" : "embedding_forward",
+         "N " + std::to_string(s.N) + ", C " + std::to_string(s.C) + ", V " + std::to_string(s.V) + ", p " +
+             std::to_string(p)};
+  const size_t NC = static_cast<size_t>(s.N) * s.C;
+  const Role saved_role = backward ? Role::SCRATCH : Role::OUT;
+  const int out = c.out("out", Kind::A, NC, saved_role);
+  const int sum = c.out("sum", Kind::A, NC);
+  const int mean = c.out("mean", Kind::F, s.N), rstd = c.out("rstd", Kind::F, s.N);
+  Ids ids = g.ints(s.N, s.V), types = g.ints(s.N, s.T), positions = g.ints(s.N, s.P);
+  if (s.N > 3) ids[3] = ids[0];  // repeated rows add up in the backward
+  const int id = c.raw("ids", Kind::I32, ids), ty = c.raw("types", Kind::I32, types),
+            po = c.raw("positions", Kind::I32, positions);
+  const int word = c.in("word", Kind::W, g.uniform(static_cast<size_t>(s.V) * s.C));
+  const int type = c.in("type", Kind::W, g.uniform(static_cast<size_t>(s.T) * s.C));
+  const int pos = c.in("pos", Kind::W, g.uniform(static_cast<size_t>(s.P) * s.C));
+  const int gamma = c.in("gamma", Kind::W, g.uniform(s.C, 0.5, 1.5)), beta = c.in("beta", Kind::W, g.uniform(s.C));
+  const int counter = add_counter(c, 77);
+  int dword = -1, dtype = -1, dpos = -1, dgamma = -1, dbeta = -1, scratch = -1, dout = -1;
+  if (backward) {
+    dword = c.inout("dword", Kind::F, g.uniform(static_cast<size_t>(s.V) * s.C, -0.5, 0.5));
+    dtype = c.inout("dtype", Kind::F, g.uniform(static_cast<size_t>(s.T) * s.C, -0.5, 0.5));
+    dpos = c.inout("dpos", Kind::F, g.uniform(static_cast<size_t>(s.P) * s.C, -0.5, 0.5));
+    dgamma = c.inout("dgamma", Kind::F, g.uniform(s.C, -0.5, 0.5));
+    dbeta = c.inout("dbeta", Kind::F, g.uniform(s.C, -0.5, 0.5));
+    scratch = c.scratch("scratch", Kind::A, 2 * NC);
+    dout = c.in("dout", Kind::A, g.uniform(NC));
+  }
+  c.rtol = 2e-5;
+  c.run = [=](Backend& be, const std::vector<void*>& t) {
+    const ops::Dropout d = dropout_at(t, counter, p, 0);
+    be.embedding_forward({t[out], t[sum], t[mean], t[rstd], at<int32_t>(t, id), at<int32_t>(t, ty),
+                          at<int32_t>(t, po), t[word], t[type], t[pos], t[gamma], t[beta], s.N, s.C, d});
+    if (!backward) return;
+    be.embedding_backward({t[dword], t[dtype], t[dpos], t[dgamma], t[dbeta], t[scratch], t[dout], t[sum], t[mean],
+                           t[rstd], t[gamma], at<int32_t>(t, id), at<int32_t>(t, ty), at<int32_t>(t, po), s.N, s.C,
+                           d});
+  };
+  return c;
+}
+
+struct ResidualLnShape {
+  int N, C;
+  bool bias, residual;
+};
+
+Case residual_layernorm_case(Gen& g, const ResidualLnShape& s, float p, bool backward) {
+  const bool plain = !s.bias && !s.residual && p == 0.0f;
+  Case c{backward ? "residual_layernorm_backward" : "residual_layernorm_forward",
+         "N " + std::to_string(s.N) + ", C " + std::to_string(s.C) + (s.bias ? ", bias" : "") +
+             (s.residual ? ", residual" : "") + ", p " + std::to_string(p)};
+  const size_t NC = static_cast<size_t>(s.N) * s.C;
+  const int out = c.out("out", Kind::A, NC, backward ? Role::SCRATCH : Role::OUT);
+  const int sum = plain ? -1 : c.out("sum", Kind::A, NC);
+  const int mean = c.out("mean", Kind::F, s.N), rstd = c.out("rstd", Kind::F, s.N);
+  const int inp = c.in("inp", Kind::A, g.uniform(NC, -2, 2));
+  const int bias = s.bias ? c.in("bias", Kind::W, g.uniform(s.C)) : -1;
+  const int res = s.residual ? c.in("residual", Kind::A, g.uniform(NC)) : -1;
+  const int gamma = c.in("gamma", Kind::W, g.uniform(s.C, 0.5, 1.5)), beta = c.in("beta", Kind::W, g.uniform(s.C));
+  const int counter = add_counter(c, 78);
+  int dinp = -1, dres = -1, dbias = -1, dgamma = -1, dbeta = -1, dout = -1;
+  if (backward) {
+    dinp = c.out("dinp", Kind::A, NC);
+    dres = plain ? -1 : c.out("dresidual", Kind::A, NC);
+    dbias = s.bias ? c.inout("dbias", Kind::F, g.uniform(s.C, -0.5, 0.5)) : -1;
+    dgamma = c.inout("dgamma", Kind::F, g.uniform(s.C, -0.5, 0.5));
+    dbeta = c.inout("dbeta", Kind::F, g.uniform(s.C, -0.5, 0.5));
+    dout = c.in("dout", Kind::A, g.uniform(NC));
+  }
+  c.rtol = 2e-5;
+  auto ptr = [](const std::vector<void*>& t, int i) { return i >= 0 ? t[i] : nullptr; };
+  c.run = [=](Backend& be, const std::vector<void*>& t) {
+    const ops::Dropout d = dropout_at(t, counter, p, 5);
+    be.residual_layernorm_forward({t[out], ptr(t, sum), t[mean], t[rstd], t[inp], ptr(t, bias), ptr(t, res),
+                                   t[gamma], t[beta], s.N, s.C, d});
+    if (!backward) return;
+    be.residual_layernorm_backward({t[dinp], ptr(t, dres), ptr(t, dbias), t[dgamma], t[dbeta], t[dout],
+                                    plain ? t[inp] : t[sum], t[mean], t[rstd], t[gamma], s.N, s.C, d});
+  };
+  return c;
+}
+
+struct AttentionShape {
+  int tokens, S, heads, D;
+  bool with_empty;
+};
+
+// Attention forward (and backward) over a random variable-length layout. `qkv_values`, when given, replaces the
+// random qkv (the statistics check's one-hot values).
+Case attention_case(Gen& g, const AttentionShape& s, float p, bool backward, const Vec* qkv_values = nullptr,
+                    const SeqLayout* fixed_layout = nullptr) {
+  const SeqLayout l = fixed_layout ? *fixed_layout : random_layout(g, s.tokens, s.S, s.with_empty);
+  Case c{backward ? "attention_backward" : "attention_forward",
+         std::to_string(l.sequences()) + " sequences in " + std::to_string(s.tokens) + " tokens, S " +
+             std::to_string(s.S) + ", " + std::to_string(s.heads) + "x" + std::to_string(s.D) + ", p " +
+             std::to_string(p)};
+  const int H = s.heads * s.D, N = s.tokens;
+  const int ctx = c.out("ctx", Kind::A, static_cast<size_t>(N) * H);
+  const int saved = c.attention("saved", Kind::ATTN_SAVED, N, l.sequences(), s.S, s.heads);
+  const int qkv = c.in("qkv", Kind::A, qkv_values ? *qkv_values : g.uniform(static_cast<size_t>(N) * 3 * H, -2, 2));
+  const int cu = c.raw("cu_seqlens", Kind::I32, l.cu);
+  const int counter = add_counter(c, 79);
+  int dqkv = -1, work = -1, dctx = -1;
+  if (backward) {
+    dqkv = c.out("dqkv", Kind::A, static_cast<size_t>(N) * 3 * H);
+    work = c.attention("workspace", Kind::ATTN_WORKSPACE, N, l.sequences(), s.S, s.heads);
+    dctx = c.in("dctx", Kind::A, g.uniform(static_cast<size_t>(N) * H));
+  }
+  c.rtol = 2e-5;
+  const int sequences = l.sequences();
+  c.run = [=](Backend& be, const std::vector<void*>& t) {
+    const ops::Dropout d = dropout_at(t, counter, p, 9);
+    be.attention_forward({t[ctx], t[saved], t[qkv], at<int32_t>(t, cu), N, sequences, s.S, s.heads, s.D, d});
+    if (!backward) return;
+    be.attention_backward({t[dqkv], t[work], t[dctx], t[ctx], t[qkv], t[saved], at<int32_t>(t, cu), N, sequences,
+                           s.S, s.heads, s.D, d});
+  };
+  return c;
+}
+
+Case gather_case(Gen& g, int N, int M, int C, bool backward, bool accumulate) {
+  Case c{backward ? "gather_backward" : "gather_forward",
+         "M " + std::to_string(M) + " of N " + std::to_string(N) + ", C " + std::to_string(C) +
+             (accumulate ? ", +=" : "")};
+  Ids rows = g.ints(M, N);
+  if (M > 2) rows[2] = rows[0];
+  const int r = c.raw("rows", Kind::I32, rows);
+  if (!backward) {
+    const int out = c.out("out", Kind::A, static_cast<size_t>(M) * C);
+    const int inp = c.in("inp", Kind::A, g.uniform(static_cast<size_t>(N) * C));
+    c.run = [=](Backend& be, const std::vector<void*>& t) { be.gather_forward({t[out], t[inp], at<int32_t>(t, r), M, C}); };
+  } else {
+    const size_t NC = static_cast<size_t>(N) * C;
+    const int dinp = accumulate ? c.inout("dinp", Kind::A, g.uniform(NC)) : c.out("dinp", Kind::A, NC);
+    const int dout = c.in("dout", Kind::A, g.uniform(static_cast<size_t>(M) * C));
+    c.run = [=](Backend& be, const std::vector<void*>& t) {
+      be.gather_backward({t[dinp], t[dout], at<int32_t>(t, r), M, N, C, accumulate});
+    };
+  }
+  return c;
+}
+
+struct CrossEntropyShape {
+  int M, V, ldl;
+};
+
+Case cross_entropy_case(Gen& g, const CrossEntropyShape& s, bool backward, bool in_place) {
+  Case c{backward ? "cross_entropy_backward" : "cross_entropy_forward",
+         "M " + std::to_string(s.M) + ", V " + std::to_string(s.V) + (in_place ? ", in place" : "")};
+  const size_t n = static_cast<size_t>(s.M) * s.ldl;
+  Ids labels = g.ints(s.M, s.V);
+  Vec logits = g.uniform(n, -4, 4);
+  for (int i = 0; i < s.M; i += 3) logits[i * s.ldl + labels[i]] = 6;  // some rows predicted right
+  Vec loss_weight = g.uniform(s.M, 0, 1), count_weight = g.uniform(s.M, 0.5, 1);
+  // Filler rows: weight 0 and a label nothing may read.
+  loss_weight[s.M - 1] = count_weight[s.M - 1] = 0;
+  labels[s.M - 1] = s.V + 5;
+  for (int i = 0; i < s.M; ++i)
+    for (int j = s.V; j < s.ldl; ++j) logits[i * s.ldl + j] = kNaN;  // row padding: never read
+  const int lse = c.out("lse", Kind::F, s.M, backward ? Role::SCRATCH : Role::OUT);
+  const int stats = c.inout("stats", Kind::F64, {0.25, 0.5});
+  const int lg = c.in("logits", Kind::A, logits, in_place ? Role::INOUT : Role::IN);
+  const int lb = c.raw("labels", Kind::I32, labels);
+  const int lwi = c.in("loss_weight", Kind::F32, loss_weight), cwi = c.in("count_weight", Kind::F32, count_weight);
+  const int dl = backward && !in_place ? c.out("dlogits", Kind::A, n) : -1;
+  c.rtol = 2e-5;
+  c.run = [=](Backend& be, const std::vector<void*>& t) {
+    be.cross_entropy_forward({t[lse], at<double>(t, stats), t[lg], at<int32_t>(t, lb), at<float>(t, lwi),
+                              at<float>(t, cwi), s.M, s.V, s.ldl});
+    if (!backward) return;
+    be.cross_entropy_backward({in_place ? t[lg] : t[dl], t[lg], t[lse], at<int32_t>(t, lb), at<float>(t, lwi), s.M,
+                               s.V, s.ldl, 0.75f});
+  };
+  return c;
+}
+
+// A flat buffer of tensors with padding between them, cut into chunks of at most `chunk` elements.
+struct Flat {
+  std::vector<size_t> offset, numel;
+  size_t total = 0;
+  Ids tensor;
+  std::vector<int64_t> begin, end;
+
+  Flat(const std::vector<size_t>& sizes, size_t chunk) {
+    for (size_t t = 0; t < sizes.size(); ++t) {
+      offset.push_back(total);
+      numel.push_back(sizes[t]);
+      for (size_t b = 0; b < sizes[t]; b += chunk) {
+        tensor.push_back(static_cast<int32_t>(t));
+        begin.push_back(static_cast<int64_t>(total + b));
+        end.push_back(static_cast<int64_t>(total + std::min(b + chunk, sizes[t])));
+      }
+      total += (sizes[t] + 63) / 64 * 64;
+    }
+  }
+  int chunks() const { return static_cast<int>(tensor.size()); }
+  // Values inside the tensors; NaN in the padding, which no op may touch or read.
+  Vec values(Gen& g, double lo, double hi) const {
+    Vec v(total, kNaN);
+    for (size_t t = 0; t < numel.size(); ++t) {
+      const Vec x = g.uniform(numel[t], lo, hi);
+      std::copy(x.begin(), x.end(), v.begin() + offset[t]);
+    }
+    return v;
+  }
+};
+
+struct ChunkIds {
+  int tensor, begin, end;
+};
+
+ChunkIds add_chunks(Case& c, const Flat& f) {
+  return {c.raw("chunk tensors", Kind::I32, f.tensor), c.raw("chunk begins", Kind::I64, f.begin),
+          c.raw("chunk ends", Kind::I64, f.end)};
+}
+
+ops::Chunks chunks_at(const std::vector<void*>& t, ChunkIds ids, int first, int count) {
+  return {at<int32_t>(t, ids.tensor), at<int64_t>(t, ids.begin), at<int64_t>(t, ids.end), first, count};
+}
+
+ops::StepScalars step_scalars(int update, float lr, float max_norm) {
+  ops::StepScalars s;
+  s.dropout = {123, 4, 0};
+  s.learning_rate = lr;
+  s.inv_bias_correction1 = static_cast<float>(1.0 / (1.0 - std::pow(0.9, update)));
+  s.inv_bias_correction2 = static_cast<float>(1.0 / (1.0 - std::pow(0.999, update)));
+  s.max_grad_norm = max_norm;
+  s.grad_norm_sq = -1;
+  s.clip_scale = -1;
+  return s;
+}
+
+std::string describe(const Flat& f) {
+  return std::to_string(f.numel.size()) + " tensors, " + std::to_string(f.chunks()) + " chunks";
+}
+
+// GradientClip over all chunks (or, with `sharded`, partial sums of two shards summed and finished by
+// GradientClipFinish), then GradientAccumulate. With `nonfinite`, that gradient has a NaN and a second, finite
+// micro-batch follows: it is added, the first is not.
+Case clip_case(Gen& g, const Flat& f, float max_norm, bool sharded, bool nonfinite) {
+  Case c{sharded ? "gradient_clip (partial) + gradient_clip_finish + gradient_accumulate"
+                 : "gradient_clip + gradient_accumulate",
+         describe(f) + ", max norm " + std::to_string(max_norm) + (nonfinite ? ", a NaN gradient" : "")};
+  Vec grads = f.values(g, -1, 1);
+  if (nonfinite) grads[f.offset.back()] = kNaN;
+  const int gr = c.in("grads", Kind::F, grads);
+  const int gr2 = nonfinite ? c.in("grads of the next micro-batch", Kind::F, f.values(g, -1, 1)) : -1;
+  const int sum = c.inout("sum", Kind::F, f.values(g, -1, 1));
+  const int sc = c.raw("scalars", Kind::SCALARS, std::vector<ops::StepScalars>{step_scalars(1, 0, max_norm)},
+                       Role::INOUT);
+  const int partial = sharded ? c.out("partials", Kind::F64, 2) : -1;
+  const ChunkIds ch = add_chunks(c, f);
+  const int n = f.chunks();
+  c.run = [=](Backend& be, const std::vector<void*>& t) {
+    auto* s = at<ops::StepScalars>(t, sc);
+    if (sharded) {
+      double* parts = at<double>(t, partial);
+      be.gradient_clip({s, parts, t[gr], chunks_at(t, ch, 0, n / 2)});
+      be.gradient_clip({s, parts + 1, t[gr], chunks_at(t, ch, n / 2, n - n / 2)});
+      // The cross-rank sum of partials, here on the host, as a reducer would leave it.
+      double host[2];
+      be.download(host, parts, sizeof host);
+      ops::StepScalars hs;
+      be.download(&hs, s, sizeof hs);
+      hs.grad_norm_sq = host[0] + host[1];
+      be.upload(s, &hs, sizeof hs);
+      be.gradient_clip_finish({s});
+    } else {
+      be.gradient_clip({s, nullptr, t[gr], chunks_at(t, ch, 0, n)});
+    }
+    be.gradient_accumulate({t[sum], t[gr], s, chunks_at(t, ch, 0, n), 0.25f});
+    if (gr2 >= 0) {
+      be.gradient_clip({s, nullptr, t[gr2], chunks_at(t, ch, 0, n)});
+      be.gradient_accumulate({t[sum], t[gr2], s, chunks_at(t, ch, 0, n), 0.25f});
+    }
+  };
+  return c;
+}
+
+// Both LAMB stages: moments (optionally in two shards), then apply, with a weight copy.
+Case lamb_case(Gen& g, const Flat& f, bool grad_scale, bool sharded, bool nonfinite) {
+  Case c{"lamb_moments + lamb_apply",
+         describe(f) + (grad_scale ? ", grad scale" : "") + (sharded ? ", sharded moments" : "") +
+             (nonfinite ? ", after a non-finite clip" : "")};
+  std::vector<uint8_t> excluded(f.numel.size(), 0);
+  for (size_t t = 1; t < excluded.size(); t += 2) excluded[t] = 1;
+  Vec master = f.values(g, -1, 1);
+  for (size_t i = 0; i < f.numel[0]; ++i) master[f.offset[0] + i] = 0;  // a zero tensor: trust ratio 1
+  const int m = c.inout("m", Kind::F, f.values(g, -0.01, 0.01));
+  const int v = c.inout("v", Kind::F, f.values(g, 0, 1e-4));
+  const int norms = c.inout("norms", Kind::F64, Vec(2 * f.numel.size(), 0.0));
+  const int gr = c.in("grads", Kind::F, f.values(g, -0.1, 0.1));
+  const int ma = c.inout("master", Kind::F, master);
+  const int weights = c.out("weights", Kind::W, f.total);
+  const int ex = c.raw("excluded", Kind::U8, excluded);
+  const int gs = grad_scale ? c.in("grad scale", Kind::F32, {0.5}) : -1;
+  ops::StepScalars scalars = step_scalars(3, 0.01f, 1);
+  scalars.nonfinite = nonfinite ? 1 : 0;
+  const int sc = c.raw("scalars", Kind::SCALARS, std::vector<ops::StepScalars>{scalars}, Role::INOUT);
+  const ChunkIds ch = add_chunks(c, f);
+  const int n = f.chunks();
+  c.run = [=](Backend& be, const std::vector<void*>& t) {
+    auto* s = at<ops::StepScalars>(t, sc);
+    ops::LambMoments mo{t[m], t[v], at<double>(t, norms), t[gr], t[ma], at<uint8_t>(t, ex),
+                        gs >= 0 ? at<float>(t, gs) : nullptr, s, chunks_at(t, ch, 0, n)};
+    mo.one_minus_beta1 = static_cast<float>(1.0 - 0.9);
+    mo.one_minus_beta2 = static_cast<float>(1.0 - 0.999);
+    if (sharded) {
+      mo.chunks = chunks_at(t, ch, 0, n / 3);
+      be.lamb_moments(mo);
+      mo.chunks = chunks_at(t, ch, n / 3, n - n / 3);
+    }
+    be.lamb_moments(mo);
+    be.lamb_apply({t[ma], t[weights], t[m], t[v], at<double>(t, norms), at<uint8_t>(t, ex), s,
+                   chunks_at(t, ch, 0, n)});
+  };
+  return c;
+}
+
+// ---- the test, once per backend ----------------------------------------------------------------------------
+
+class BackendOps : public testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    const std::vector<std::string> here = available_backends();
+    if (std::find(here.begin(), here.end(), GetParam()) == here.end())
+      GTEST_SKIP() << "backend '" << GetParam() << "' is not available here (this build has no such backend, or "
+                   << "there is no device for it)";
+    BackendOptions options;
+    options.name = GetParam();
+    backend_ = make_backend(options);
+    oracle_ = make_cpu_backend(DType::F64, 0);
+    cpu_fp32_ = make_cpu_backend(DType::F32, 0);
+  }
+  // Runs the case against the oracle (dropout off for an op the backend draws its own masks for).
+  void check(const Case& c) { expect_conformance(*backend_, *oracle_, *cpu_fp32_, c); }
+  float dropout_for(const std::string& op, float p) const { return draws_own_masks(GetParam(), op) ? 0.0f : p; }
+
+  std::unique_ptr<Backend> backend_, oracle_, cpu_fp32_;
+};
+
+TEST_P(BackendOps, Memory) {
+  Backend& b = *backend_;
+  EXPECT_FALSE(b.describe().empty());
+  for (MemoryKind kind : {MemoryKind::DEVICE, MemoryKind::HOST, MemoryKind::PINNED}) {
+    DeviceBuffer buf(b, 1000, kind);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(buf.data()) % 256, 0u);
+    if (kind != MemoryKind::DEVICE) {
+      for (int i = 0; i < 1000; ++i) ASSERT_EQ(buf.as<uint8_t>()[i], 0) << "zero-filled";
+    }
+  }
+  // upload, copy, download; fill_zero; convert to and from every dtype the backend has.
+  std::vector<float> host(777), back(777);
+  Gen g(1);
+  const Vec v = g.uniform(host.size());
+  for (size_t i = 0; i < host.size(); ++i) host[i] = static_cast<float>(v[i]);
+  DeviceBuffer a(b, 777 * sizeof(float)), c(b, 777 * sizeof(float)), z(b, 777 * sizeof(float));
+  b.upload(a.data(), host.data(), 777 * sizeof(float));
+  b.copy(c.data(), a.data(), 777 * sizeof(float));
+  b.download(back.data(), c.data(), 777 * sizeof(float));
+  EXPECT_EQ(back, host);
+  b.fill_zero(c.data(), 777 * sizeof(float));
+  b.download(back.data(), c.data(), 777 * sizeof(float));
+  EXPECT_EQ(back, std::vector<float>(777, 0.0f));
+  for (DType t : {b.act_dtype(), b.weight_dtype(), b.master_dtype()}) {
+    DeviceBuffer typed(b, 777 * dtype_size(t));
+    b.convert(typed.data(), t, a.data(), DType::F32, 777);
+    b.convert(z.data(), DType::F32, typed.data(), t, 777);
+    b.download(back.data(), z.data(), 777 * sizeof(float));
+    for (size_t i = 0; i < host.size(); ++i) {
+      const float want = t == DType::BF16 ? round_bf16(host[i]) : host[i];
+      ASSERT_EQ(back[i], want) << dtype_name(t) << " round trip of element " << i;
+    }
+  }
+  // The attention buffers grow with the layout they must hold.
+  EXPECT_GE(b.attention_saved_bytes(256, 2, 128, 12), b.attention_saved_bytes(128, 1, 128, 12));
+}
+
+TEST_P(BackendOps, LinearForward) {
+  for (uint64_t seed : {1, 2}) {
+    Gen g(seed);
+    for (const LinearShape& s : linear_shapes()) {
+      if (seed == 2 && s.N * s.O > 100000) continue;  // one seed of the large shapes keeps the test short
+      check(linear_forward_case(g, s));
+    }
+  }
+}
+
+TEST_P(BackendOps, LinearBackward) {
+  for (uint64_t seed : {3, 4}) {
+    Gen g(seed);
+    for (const LinearShape& s : linear_shapes()) {
+      if (seed == 4 && s.N * s.O > 100000) continue;
+      check(linear_backward_case(g, s, false, Activation::NONE));
+      if (s.groups > 1) check(linear_backward_case(g, s, true, Activation::NONE));
+    }
+    // The fused backward of the activation that produced the input: the FFN down-projection (GELU) and the NSP
+    // classifier over the pooler (tanh).
+    check(linear_backward_case(g, {37, 61, 23, 1, 23, WeightLayout::IN_OUT, Activation::NONE, true}, false,
+                               Activation::GELU));
+    check(linear_backward_case(g, {11, 32, 2, 1, 2, WeightLayout::OUT_IN, Activation::NONE, true}, false,
+                               Activation::TANH));
+  }
+  Gen g(5);
+  check(linear_backward_case(g, {128, 3072, 768, 1, 768, WeightLayout::IN_OUT, Activation::NONE, true}, false,
+                             Activation::GELU));
+}
+
+TEST_P(BackendOps, ActivationBackward) {
+  for (uint64_t seed : {6, 7}) {
+    Gen g(seed);
+    check(activation_backward_case(g, 1001, Activation::GELU));
+    check(activation_backward_case(g, 4099, Activation::TANH));
+  }
+  Gen g(8);
+  check(activation_backward_case(g, 20 * 768, Activation::GELU));
+}
+
+TEST_P(BackendOps, EmbeddingForwardAndBackward) {
+  for (bool backward : {false, true}) {
+    const std::string op = backward ? "embedding_backward" : "embedding_forward";
+    for (uint64_t seed : {9, 10}) {
+      Gen g(seed);
+      check(embedding_case(g, {53, 40, 97, 2, 64}, dropout_for(op, 0.1f), backward));
+      check(embedding_case(g, {7, 16, 11, 2, 8}, 0.0f, backward));
+    }
+    Gen g(11);
+    check(embedding_case(g, {256, 768, 2048, 2, 512}, dropout_for(op, 0.1f), backward));
+  }
+}
+
+TEST_P(BackendOps, ResidualLayerNormForwardAndBackward) {
+  for (bool backward : {false, true}) {
+    const std::string op = backward ? "residual_layernorm_backward" : "residual_layernorm_forward";
+    for (uint64_t seed : {12, 13}) {
+      Gen g(seed);
+      check(residual_layernorm_case(g, {37, 65, true, true}, dropout_for(op, 0.1f), backward));
+      check(residual_layernorm_case(g, {19, 48, false, true}, dropout_for(op, 0.25f), backward));
+      check(residual_layernorm_case(g, {23, 33, true, false}, 0.0f, backward));
+      check(residual_layernorm_case(g, {20, 64, false, false}, 0.0f, backward));  // the MLM head's plain LayerNorm
+    }
+    Gen g(14);
+    check(residual_layernorm_case(g, {256, 768, true, true}, dropout_for(op, 0.1f), backward));
+  }
+}
+
+TEST_P(BackendOps, AttentionForwardAndBackward) {
+  for (bool backward : {false, true}) {
+    const std::string op = backward ? "attention_backward" : "attention_forward";
+    for (uint64_t seed : {15, 16, 17}) {
+      Gen g(seed);
+      check(attention_case(g, {40, 9, 2, 4, seed == 16}, dropout_for(op, 0.1f), backward));
+      check(attention_case(g, {67, 33, 3, 8, false}, dropout_for(op, 0.2f), backward));
+      check(attention_case(g, {12, 5, 1, 2, false}, 0.0f, backward));
+    }
+    // BERT-base: 12 heads of 64, sequences up to 128 in a budget of 384 tokens.
+    Gen g(18);
+    check(attention_case(g, {384, 128, 12, 64, false}, dropout_for(op, 0.1f), backward));
+  }
+}
+
+TEST_P(BackendOps, GatherForwardAndBackward) {
+  for (uint64_t seed : {19, 20}) {
+    Gen g(seed);
+    check(gather_case(g, 50, 17, 24, false, false));
+    check(gather_case(g, 50, 17, 24, true, false));
+    check(gather_case(g, 50, 17, 24, true, true));
+  }
+  Gen g(21);
+  check(gather_case(g, 384, 60, 768, false, false));
+  check(gather_case(g, 384, 60, 768, true, false));
+  check(gather_case(g, 384, 3, 768, true, true));
+}
+
+TEST_P(BackendOps, CrossEntropyForwardAndBackward) {
+  for (bool backward : {false, true}) {
+    for (uint64_t seed : {22, 23}) {
+      Gen g(seed);
+      check(cross_entropy_case(g, {13, 1001, 1004}, backward, false));
+      check(cross_entropy_case(g, {9, 2, 2}, backward, false));  // NSP
+    }
+    Gen g(24);
+    check(cross_entropy_case(g, {40, 30522, 30528}, backward, false));
+  }
+  Gen g(25);
+  check(cross_entropy_case(g, {17, 1001, 1001}, true, true));
+  check(cross_entropy_case(g, {20, 30522, 30528}, true, true));
+}
+
+TEST_P(BackendOps, GradientClipAndAccumulate) {
+  for (uint64_t seed : {26, 27}) {
+    Gen g(seed);
+    const Flat f({5000, 7, 3001, 1, 12000}, 1024);
+    check(clip_case(g, f, 1.0f, false, false));     // clipped
+    check(clip_case(g, f, 1000.0f, false, false));  // under the threshold
+    check(clip_case(g, f, 1.0f, true, false));      // in shards
+    check(clip_case(g, f, 1.0f, false, true));      // non-finite
+  }
+}
+
+TEST_P(BackendOps, LambMomentsAndApply) {
+  for (uint64_t seed : {28, 29}) {
+    Gen g(seed);
+    const Flat f({3000, 17, 70000, 768, 5}, 32768);
+    check(lamb_case(g, f, false, false, false));
+    check(lamb_case(g, f, true, true, false));
+    check(lamb_case(g, f, false, false, true));
+  }
+}
+
+// Drop rate and scaling of the masks each forward op draws, read back through the op's own outputs: with masks
+// M in {0, 1/(1-p)}, an output over the same inputs with and without dropout differs by M elementwise.
+void expect_mask_statistics(const Vec& with, const Vec& without, float p, double rel_tol, const std::string& what) {
+  size_t considered = 0, dropped = 0;
+  double scale = 0;
+  for (double x : without) scale = std::max(scale, std::fabs(x));
+  int failures = 0;
+  for (size_t i = 0; i < with.size(); ++i) {
+    if (!(std::fabs(without[i]) > 1e-3 * scale)) continue;
+    ++considered;
+    if (with[i] == 0) {
+      ++dropped;
+    } else if (!(std::fabs(with[i] / without[i] * (1.0 - p) - 1.0) <= rel_tol) && failures++ < 3) {
+      ADD_FAILURE() << what << "[" << i << "]: " << with[i] << " with dropout, " << without[i] << " without";
+    }
+  }
+  ASSERT_GT(considered, 10000u) << what;
+  const double n = static_cast<double>(considered);
+  EXPECT_NEAR(static_cast<double>(dropped), p * n, 5 * std::sqrt(n * p * (1 - p))) << what << ": drop rate";
+}
+
+size_t index_of(const Case& c, const std::string& name) {
+  for (size_t i = 0; i < c.tensors.size(); ++i)
+    if (c.tensors[i].name == name) return i;
+  ADD_FAILURE() << "no tensor " << name;
+  return 0;
+}
+
+TEST_P(BackendOps, DropoutMasksHaveTheirRateAndScale) {
+  Backend& b = *backend_;
+  const double tol = Dtypes::of(b).any_bf16() ? 1.6e-2 : 1e-5;
+  const float p = 0.1f;
+  {  // residual LayerNorm: sum = dropout(inp + bias)
+    Gen g1(40), g0(40);
+    const Case with = residual_layernorm_case(g1, {64, 768, true, false}, p, false);
+    const Case without = residual_layernorm_case(g0, {64, 768, true, false}, 0.0f, false);
+    const size_t at = index_of(with, "sum");
+    expect_mask_statistics(run_case(b, with).values[at], run_case(b, without).values[at], p, tol,
+                           "residual_layernorm_forward sum");
+  }
+  {  // embeddings: out = dropout(LayerNorm(...))
+    Gen g1(41), g0(41);
+    const Case with = embedding_case(g1, {64, 768, 1000, 2, 128}, p, false);
+    const Case without = embedding_case(g0, {64, 768, 1000, 2, 128}, 0.0f, false);
+    const size_t at = index_of(with, "out");
+    expect_mask_statistics(run_case(b, with).values[at], run_case(b, without).values[at], p, tol,
+                           "embedding_forward out");
+  }
+  {  // attention: with v one-hot over each sequence's keys (v of key j = e_j), ctx[i][j] = probs[i][j] * mask
+    const int S = 32, heads = 4, D = 32, H = heads * D, N = 32 * 40;
+    SeqLayout l{{0}, N, S};
+    Gen gl(42);
+    while (l.cu.back() + S <= N - 1) l.cu.push_back(l.cu.back() + gl.between(S / 2, S));
+    Vec qkv = gl.uniform(static_cast<size_t>(N) * 3 * H, -0.5, 0.5);
+    for (int s = 0; s < l.sequences(); ++s)
+      for (int j = l.cu[s]; j < l.cu[s + 1]; ++j)
+        for (int h = 0; h < heads; ++h)
+          for (int d = 0; d < D; ++d) qkv[static_cast<size_t>(j) * 3 * H + 2 * H + h * D + d] = d == j - l.cu[s];
+    Gen g1(43), g0(43);
+    const Case with = attention_case(g1, {N, S, heads, D, false}, p, false, &qkv, &l);
+    const Case without = attention_case(g0, {N, S, heads, D, false}, 0.0f, false, &qkv, &l);
+    const size_t at = index_of(with, "ctx");
+    expect_mask_statistics(run_case(b, with).values[at], run_case(b, without).values[at], p, tol,
+                           "attention_forward ctx");
+  }
+}
+
+// The naive bf16 reference that a bf16 backend is held to, checked here so that it is right before one is: its
+// results are bf16 numbers, their error against fp64 is of bf16 size, and the 2x criterion separates an error of
+// 1.5x from one of 3x.
+TEST(NaiveBf16Reference, RoundsWhereTheBackendKeepsBf16AndBoundsTheError) {
+  EXPECT_EQ(round_bf16(1.0f), 1.0f);
+  EXPECT_EQ(round_bf16(1.0f + 1.0f / 256), 1.0f);                 // a tie rounds to even
+  EXPECT_EQ(round_bf16(1.0f + 3.0f / 256), 1.0f + 4.0f / 256);    // a tie rounds to even, upwards
+  EXPECT_EQ(round_bf16(1.0f + 1.0f / 128 + 1.0f / 1024), 1.0f + 1.0f / 128);
+  std::unique_ptr<Backend> oracle = make_cpu_backend(DType::F64, 0), cpu = make_cpu_backend(DType::F32, 0);
+  const Dtypes bf16_acts{DType::BF16, DType::BF16, DType::F32};
+  Gen g(50);
+  const Case c = linear_backward_case(g, {64, 96, 80, 1, 80, WeightLayout::IN_OUT, Activation::NONE, true}, false,
+                                      Activation::NONE);
+  const Results ref = run_case(*oracle, c), naive = run_case(*cpu, c, &bf16_acts), fp32 = run_case(*cpu, c);
+  for (size_t i = 0; i < c.tensors.size(); ++i) {
+    const Tensor& t = c.tensors[i];
+    if (t.role != Role::OUT && t.role != Role::INOUT) continue;
+    SCOPED_TRACE(t.name);
+    const Vec& n = naive.values[i];
+    const bool bf16_kind = dtype_of(t.kind, bf16_acts) == DType::BF16;
+    if (bf16_kind) {
+      for (double x : n) ASSERT_EQ(static_cast<float>(x), round_bf16(static_cast<float>(x)));
+    }
+    // bf16 keeps 8 bits: a relative L2 error between 2^-12 and 2^-6 (fp32 master gradients of bf16 inputs too).
+    const double rel = l2(n, &ref.values[i]) / l2(ref.values[i]);
+    EXPECT_GT(rel, 1.0 / 4096);
+    EXPECT_LT(rel, 1.0 / 64);
+    EXPECT_LT(l2(fp32.values[i], &ref.values[i]) / l2(ref.values[i]), 1e-6);
+    Vec close(n.size()), far(n.size());
+    for (size_t e = 0; e < n.size(); ++e) {
+      close[e] = ref.values[i][e] + 1.5 * (n[e] - ref.values[i][e]);
+      far[e] = ref.values[i][e] + 3.0 * (n[e] - ref.values[i][e]);
+    }
+    std::string why;
+    EXPECT_TRUE(within_twice_naive(close, ref.values[i], n, &why)) << why;
+    EXPECT_FALSE(within_twice_naive(far, ref.values[i], n, &why));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, BackendOps, testing::Values("cpu", "cuda"),
+                         [](const testing::TestParamInfo<std::string>& info) { return info.param; });
+
+}  // namespace
+}  // namespace bertperf
