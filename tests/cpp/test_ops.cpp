@@ -1524,8 +1524,8 @@ TEST(Determinism, SplitGemmEqualsOneThreadGemm) {
   cpu::gemm<float>(false, false, M, N, K, 1.0f, a.data(), K, b.data(), N, 0.0f, many.data(), N);
   cpu::gemm<float>(true, true, N, M, K, 1.0f, b.data(), N, a.data(), K, 0.0f, many_t.data(), M);
   omp_set_num_threads(saved);
-  EXPECT_EQ(one, many);      // split by rows
-  EXPECT_EQ(one_t, many_t);  // split by columns
+  EXPECT_EQ(one, many);
+  EXPECT_EQ(one_t, many_t);  // the short side split too
 }
 
 // "cpu" runs cpu::op<float>, "cpu-f64" cpu::op<double>, on their own memory.

@@ -71,21 +71,21 @@ void gemm_unprofiled(bool trans_a, bool trans_b, int M, int N, int K, T alpha, c
     blas_gemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     return;
   }
-  // Split the longer side of C; blocks are multiples of 16 to keep BLAS on its full-width kernels.
-  const bool split_rows = M >= N;
-  const int extent = split_rows ? M : N;
-  const int block = std::max(16, (extent + threads - 1) / threads + 15) / 16 * 16;
-  const int blocks = (extent + block - 1) / block;
+  // Split C by rows only, in blocks of 48: OpenBLAS's kernels then compute every element of C with the
+  // same instruction sequence as one call over all of C, so any thread count gives the same bits (a
+  // column split, or row blocks of other sizes, move elements onto edge kernels that round differently).
+  constexpr int kRowBlock = 48;
+  const int block = (M + threads - 1) / threads + kRowBlock - 1 - ((M + threads - 1) / threads + kRowBlock - 1) % kRowBlock;
+  const int blocks = (M + block - 1) / block;
+  if (blocks == 1) {
+    blas_gemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    return;
+  }
 #pragma omp parallel for schedule(static, 1)
   for (int b = 0; b < blocks; ++b) {
-    const int lo = b * block, len = std::min(block, extent - lo);
-    if (split_rows) {
-      const T* a = trans_a ? A + lo : A + static_cast<size_t>(lo) * lda;
-      blas_gemm(trans_a, trans_b, len, N, K, alpha, a, lda, B, ldb, beta, C + static_cast<size_t>(lo) * ldc, ldc);
-    } else {
-      const T* b_part = trans_b ? B + static_cast<size_t>(lo) * ldb : B + lo;
-      blas_gemm(trans_a, trans_b, M, len, K, alpha, A, lda, b_part, ldb, beta, C + lo, ldc);
-    }
+    const int lo = b * block, len = std::min(block, M - lo);
+    const T* a = trans_a ? A + lo : A + static_cast<size_t>(lo) * lda;
+    blas_gemm(trans_a, trans_b, len, N, K, alpha, a, lda, B, ldb, beta, C + static_cast<size_t>(lo) * ldc, ldc);
   }
 }
 
