@@ -36,6 +36,7 @@
 #include "backends/backend.h"
 #include "backends/cpu/cpu_backend.h"
 #include "backends/ops.h"
+#include "flat_problem.h"
 
 namespace bertperf {
 namespace {
@@ -600,44 +601,23 @@ Case cross_entropy_case(Gen& g, const CrossEntropyShape& s, bool backward, bool 
   return c;
 }
 
-// A flat buffer of tensors with padding between them, cut into chunks of at most `chunk` elements.
-struct Flat {
-  std::vector<size_t> offset, numel;
-  size_t total = 0;
-  Ids tensor;
-  std::vector<int64_t> begin, end;
-
-  Flat(const std::vector<size_t>& sizes, size_t chunk) {
-    for (size_t t = 0; t < sizes.size(); ++t) {
-      offset.push_back(total);
-      numel.push_back(sizes[t]);
-      for (size_t b = 0; b < sizes[t]; b += chunk) {
-        tensor.push_back(static_cast<int32_t>(t));
-        begin.push_back(static_cast<int64_t>(total + b));
-        end.push_back(static_cast<int64_t>(total + std::min(b + chunk, sizes[t])));
-      }
-      total += (sizes[t] + 63) / 64 * 64;
-    }
+// Values inside a flat buffer's tensors; NaN in the padding, which no op may touch or read.
+Vec flat_values(const FlatProblem& f, Gen& g, double lo, double hi) {
+  Vec v(f.total, kNaN);
+  for (size_t t = 0; t < f.numel.size(); ++t) {
+    const Vec x = g.uniform(f.numel[t], lo, hi);
+    std::copy(x.begin(), x.end(), v.begin() + f.offset[t]);
   }
-  int chunks() const { return static_cast<int>(tensor.size()); }
-  // Values inside the tensors; NaN in the padding, which no op may touch or read.
-  Vec values(Gen& g, double lo, double hi) const {
-    Vec v(total, kNaN);
-    for (size_t t = 0; t < numel.size(); ++t) {
-      const Vec x = g.uniform(numel[t], lo, hi);
-      std::copy(x.begin(), x.end(), v.begin() + offset[t]);
-    }
-    return v;
-  }
-};
+  return v;
+}
 
 struct ChunkIds {
   int tensor, begin, end;
 };
 
-ChunkIds add_chunks(Case& c, const Flat& f) {
-  return {c.raw("chunk tensors", Kind::I32, f.tensor), c.raw("chunk begins", Kind::I64, f.begin),
-          c.raw("chunk ends", Kind::I64, f.end)};
+ChunkIds add_chunks(Case& c, const FlatProblem& f) {
+  return {c.raw("chunk tensors", Kind::I32, f.chunk_tensor), c.raw("chunk begins", Kind::I64, f.chunk_begin),
+          c.raw("chunk ends", Kind::I64, f.chunk_end)};
 }
 
 ops::Chunks chunks_at(const std::vector<void*>& t, ChunkIds ids, int first, int count) {
@@ -656,22 +636,22 @@ ops::StepScalars step_scalars(int update, float lr, float max_norm) {
   return s;
 }
 
-std::string describe(const Flat& f) {
+std::string describe(const FlatProblem& f) {
   return std::to_string(f.numel.size()) + " tensors, " + std::to_string(f.chunks()) + " chunks";
 }
 
 // GradientClip over all chunks (or, with `sharded`, partial sums of two shards summed and finished by
 // GradientClipFinish), then GradientAccumulate. With `nonfinite`, that gradient has a NaN and a second, finite
 // micro-batch follows: it is added, the first is not.
-Case clip_case(Gen& g, const Flat& f, float max_norm, bool sharded, bool nonfinite) {
+Case clip_case(Gen& g, const FlatProblem& f, float max_norm, bool sharded, bool nonfinite) {
   Case c{sharded ? "gradient_clip (partial) + gradient_clip_finish + gradient_accumulate"
                  : "gradient_clip + gradient_accumulate",
          describe(f) + ", max norm " + std::to_string(max_norm) + (nonfinite ? ", a NaN gradient" : "")};
-  Vec grads = f.values(g, -1, 1);
+  Vec grads = flat_values(f, g, -1, 1);
   if (nonfinite) grads[f.offset.back()] = kNaN;
   const int gr = c.in("grads", Kind::F, grads);
-  const int gr2 = nonfinite ? c.in("grads of the next micro-batch", Kind::F, f.values(g, -1, 1)) : -1;
-  const int sum = c.inout("sum", Kind::F, f.values(g, -1, 1));
+  const int gr2 = nonfinite ? c.in("grads of the next micro-batch", Kind::F, flat_values(f, g, -1, 1)) : -1;
+  const int sum = c.inout("sum", Kind::F, flat_values(f, g, -1, 1));
   const int sc = c.raw("scalars", Kind::SCALARS, std::vector<ops::StepScalars>{step_scalars(1, 0, max_norm)},
                        Role::INOUT);
   const int partial = sharded ? c.out("partials", Kind::F64, 2) : -1;
@@ -704,18 +684,18 @@ Case clip_case(Gen& g, const Flat& f, float max_norm, bool sharded, bool nonfini
 }
 
 // Both LAMB stages: moments (optionally in two shards), then apply, with a weight copy.
-Case lamb_case(Gen& g, const Flat& f, bool grad_scale, bool sharded, bool nonfinite) {
+Case lamb_case(Gen& g, const FlatProblem& f, bool grad_scale, bool sharded, bool nonfinite) {
   Case c{"lamb_moments + lamb_apply",
          describe(f) + (grad_scale ? ", grad scale" : "") + (sharded ? ", sharded moments" : "") +
              (nonfinite ? ", after a non-finite clip" : "")};
   std::vector<uint8_t> excluded(f.numel.size(), 0);
   for (size_t t = 1; t < excluded.size(); t += 2) excluded[t] = 1;
-  Vec master = f.values(g, -1, 1);
+  Vec master = flat_values(f, g, -1, 1);
   for (size_t i = 0; i < f.numel[0]; ++i) master[f.offset[0] + i] = 0;  // a zero tensor: trust ratio 1
-  const int m = c.inout("m", Kind::F, f.values(g, -0.01, 0.01));
-  const int v = c.inout("v", Kind::F, f.values(g, 0, 1e-4));
+  const int m = c.inout("m", Kind::F, flat_values(f, g, -0.01, 0.01));
+  const int v = c.inout("v", Kind::F, flat_values(f, g, 0, 1e-4));
   const int norms = c.inout("norms", Kind::F64, Vec(2 * f.numel.size(), 0.0));
-  const int gr = c.in("grads", Kind::F, f.values(g, -0.1, 0.1));
+  const int gr = c.in("grads", Kind::F, flat_values(f, g, -0.1, 0.1));
   const int ma = c.inout("master", Kind::F, master);
   const int weights = c.out("weights", Kind::W, f.total);
   const int ex = c.raw("excluded", Kind::U8, excluded);
@@ -916,7 +896,7 @@ TEST_P(BackendOps, CrossEntropyForwardAndBackward) {
 TEST_P(BackendOps, GradientClipAndAccumulate) {
   for (uint64_t seed : {26, 27}) {
     Gen g(seed);
-    const Flat f({5000, 7, 3001, 1, 12000}, 1024);
+    const FlatProblem f({5000, 7, 3001, 1, 12000}, 1024);
     check(clip_case(g, f, 1.0f, false, false));     // clipped
     check(clip_case(g, f, 1000.0f, false, false));  // under the threshold
     check(clip_case(g, f, 1.0f, true, false));      // in shards
@@ -927,7 +907,7 @@ TEST_P(BackendOps, GradientClipAndAccumulate) {
 TEST_P(BackendOps, LambMomentsAndApply) {
   for (uint64_t seed : {28, 29}) {
     Gen g(seed);
-    const Flat f({3000, 17, 70000, 768, 5}, 32768);
+    const FlatProblem f({3000, 17, 70000, 768, 5}, 32768);
     check(lamb_case(g, f, false, false, false));
     check(lamb_case(g, f, true, true, false));
     check(lamb_case(g, f, false, false, true));

@@ -29,6 +29,7 @@
 #include "backends/ops.h"
 #include "core/errors.h"
 #include "core/philox.h"
+#include "flat_problem.h"
 
 namespace bertperf {
 namespace {
@@ -994,47 +995,17 @@ TEST(Argmax, FirstMaximumWins) {
 
 // ---- the optimizer ops -------------------------------------------------------------------------------
 
-// A flat buffer of tensors (with padding between them) cut into chunks of at most `chunk` elements.
-struct FlatProblem {
-  std::vector<size_t> offset, numel;
-  size_t total = 0;
-  Ids chunk_tensor;
-  std::vector<int64_t> chunk_begin, chunk_end;
-
-  FlatProblem(const std::vector<size_t>& sizes, size_t chunk) {
-    for (size_t t = 0; t < sizes.size(); ++t) {
-      offset.push_back(total);
-      numel.push_back(sizes[t]);
-      for (size_t b = 0; b < sizes[t]; b += chunk) {
-        chunk_tensor.push_back(static_cast<int32_t>(t));
-        chunk_begin.push_back(static_cast<int64_t>(total + b));
-        chunk_end.push_back(static_cast<int64_t>(total + std::min(b + chunk, sizes[t])));
-      }
-      total += (sizes[t] + 63) / 64 * 64 + 64;  // aligned, with padding
-    }
-  }
-  int chunks() const { return static_cast<int>(chunk_tensor.size()); }
-  ops::Chunks range(int first, int count) const {
-    return {chunk_tensor.data(), chunk_begin.data(), chunk_end.data(), first, count};
-  }
-  ops::Chunks all() const { return range(0, chunks()); }
-  // A random buffer, padding included (the ops must not read or write it).
-  template <typename T>
-  std::vector<T> random(std::mt19937_64& rng, double lo, double hi) const {
-    const Vec v = random_vec(total, rng, lo, hi);
-    return std::vector<T>(v.begin(), v.end());
-  }
-  bool in_tensor(size_t i) const {
-    for (size_t t = 0; t < numel.size(); ++t)
-      if (i >= offset[t] && i < offset[t] + numel[t]) return true;
-    return false;
-  }
-};
+// Random values over a whole flat buffer, padding included (the ops must not read or write it).
+template <typename T>
+std::vector<T> random_flat(const FlatProblem& f, std::mt19937_64& rng, double lo, double hi) {
+  const Vec v = random_vec(f.total, rng, lo, hi);
+  return std::vector<T>(v.begin(), v.end());
+}
 
 TEST(Optimizer, ClipIsTheReferencesGlobalNorm) {
   std::mt19937_64 rng(30);
   const FlatProblem f({5000, 7, 3000, 1}, 1024);
-  const std::vector<double> g = f.random<double>(rng, -1, 1);
+  const std::vector<double> g = random_flat<double>(f, rng, -1, 1);
   long double sq = 0;
   for (size_t i = 0; i < f.total; ++i)
     if (f.in_tensor(i)) sq += static_cast<long double>(g[i]) * g[i];
@@ -1072,7 +1043,7 @@ TEST(Optimizer, ClipIsTheReferencesGlobalNorm) {
 TEST(Optimizer, AccumulateAddsClippedScaledGradientsOverTheChunksOnly) {
   std::mt19937_64 rng(31);
   const FlatProblem f({3000, 5, 70}, 512);
-  const std::vector<float> g = f.random<float>(rng, -1, 1), sum0 = f.random<float>(rng, -1, 1);
+  const std::vector<float> g = random_flat<float>(f, rng, -1, 1), sum0 = random_flat<float>(f, rng, -1, 1);
   std::vector<float> sum = sum0;
   ops::StepScalars s;
   s.clip_scale = 0.25f;
@@ -1158,12 +1129,12 @@ TEST(Optimizer, LambOpsFollowTheReferenceFormula) {
   // A zero tensor (trust ratio 1), an excluded one (no decay, ratio 1), and tensors over several chunks.
   const FlatProblem f({2500, 9, 1200, 40, 700}, 256);
   const std::vector<uint8_t> excluded = {0, 1, 0, 0, 1};
-  LambReference ref{f.random<double>(rng, -1, 1), std::vector<double>(f.total, 0.0), std::vector<double>(f.total, 0.0)};
+  LambReference ref{random_flat<double>(f, rng, -1, 1), std::vector<double>(f.total, 0.0), std::vector<double>(f.total, 0.0)};
   for (size_t j = 0; j < f.numel[3]; ++j) ref.w[f.offset[3] + j] = 0;
   LambState<double> st{ref.w, ref.m, ref.v, std::vector<double>(f.total, kNaN)};
   const float grad_scale = 0.5f;
   for (int t = 1; t <= 3; ++t) {
-    const std::vector<double> g = f.random<double>(rng, -1, 1);
+    const std::vector<double> g = random_flat<double>(f, rng, -1, 1);
     std::vector<double> scaled(g);
     for (double& x : scaled) x *= grad_scale;
     ops::StepScalars s = lamb_scalars(t, 0.01f);
@@ -1194,10 +1165,10 @@ TEST(Optimizer, LambOpsInFloatMatchThePlainScalarUpdateBitForBit) {
   std::mt19937_64 rng(33);
   const FlatProblem f({3000, 17, 900}, 1000);
   const std::vector<uint8_t> excluded = {0, 1, 0};
-  LambState<float> st{f.random<float>(rng, -1, 1), f.random<float>(rng, -0.01, 0.01),
-                      f.random<float>(rng, 0, 0.001), {}};
+  LambState<float> st{random_flat<float>(f, rng, -1, 1), random_flat<float>(f, rng, -0.01, 0.01),
+                      random_flat<float>(f, rng, 0, 0.001), {}};
   std::vector<float> w = st.w, m = st.m, v = st.v;
-  const std::vector<float> g = f.random<float>(rng, -1, 1);
+  const std::vector<float> g = random_flat<float>(f, rng, -1, 1);
   const int t = 4;
   ops::StepScalars s = lamb_scalars(t, 0.002f);
   lamb_ops_step(st, f, g, nullptr, excluded, s, false);
@@ -1237,11 +1208,11 @@ TEST(Optimizer, NothingMovesAfterANonFiniteClip) {
   std::mt19937_64 rng(34);
   const FlatProblem f({300, 20}, 128);
   const std::vector<uint8_t> excluded = {0, 0};
-  LambState<float> st{f.random<float>(rng, -1, 1), f.random<float>(rng, -1, 1), f.random<float>(rng, 0, 1), {}};
+  LambState<float> st{random_flat<float>(f, rng, -1, 1), random_flat<float>(f, rng, -1, 1), random_flat<float>(f, rng, 0, 1), {}};
   const LambState<float> before = st;
   ops::StepScalars s = lamb_scalars(1, 0.1f);
   s.nonfinite = 1;
-  lamb_ops_step(st, f, f.random<float>(rng, -1, 1), nullptr, excluded, s, false);
+  lamb_ops_step(st, f, random_flat<float>(f, rng, -1, 1), nullptr, excluded, s, false);
   EXPECT_EQ(st.w, before.w);
   EXPECT_EQ(st.m, before.m);
   EXPECT_EQ(st.v, before.v);
@@ -1468,13 +1439,13 @@ std::vector<Vec> run_all_ops(uint64_t seed, int scale = 1) {
   {  // clip, accumulate and two LAMB stages
     const FlatProblem f({40000 * static_cast<size_t>(scale), 33, 5000}, 4096);
     const std::vector<uint8_t> excluded = {0, 1, 0};
-    const std::vector<T> g = f.random<T>(rng, -1, 1);
-    std::vector<T> sum = f.random<T>(rng, -1, 1);
+    const std::vector<T> g = random_flat<T>(f, rng, -1, 1);
+    std::vector<T> sum = random_flat<T>(f, rng, -1, 1);
     ops::StepScalars s = lamb_scalars(2, 0.01f);
     std::vector<double> scratch;
     cpu::gradient_clip<T>({&s, nullptr, g.data(), f.all()}, scratch);
     cpu::gradient_accumulate<T>({sum.data(), g.data(), &s, f.all(), 0.5f});
-    LambState<T> st{f.random<T>(rng, -1, 1), f.random<T>(rng, -0.1, 0.1), f.random<T>(rng, 0, 0.01), {}};
+    LambState<T> st{random_flat<T>(f, rng, -1, 1), random_flat<T>(f, rng, -0.1, 0.1), random_flat<T>(f, rng, 0, 0.01), {}};
     lamb_ops_step(st, f, sum, &s.clip_scale, excluded, s, false);
     results.push_back({s.grad_norm_sq, s.clip_scale});
     for (auto* v : {&sum, &st.w, &st.m, &st.v}) results.push_back(as_vec(*v));
