@@ -17,6 +17,7 @@ DEBIAN_PACKAGES=(
   libopenblas-dev libhdf5-dev nlohmann-json3-dev
   libopenmpi-dev openmpi-bin
   libgtest-dev libbenchmark-dev
+  clang libomp-dev
   python3 python3-venv
   dict-gcide dict-wn dict-foldoc dict-jargon dict-devil fortunes fortunes-min
 )

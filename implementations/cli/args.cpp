@@ -2,6 +2,7 @@
 #include "cli/args.h"
 
 #include <charconv>
+#include <cmath>
 
 namespace bertperf::cli {
 
@@ -51,8 +52,17 @@ int64_t Options::integer(const std::string& name, int64_t fallback) const {
   if (!v) return fallback;
   int64_t out = 0;
   auto [end, ec] = std::from_chars(v->data(), v->data() + v->size(), out);
+  if (ec == std::errc::result_out_of_range)
+    throw_input("command line", "option --" + name + " is out of range, got '" + *v + "'");
   if (ec != std::errc() || end != v->data() + v->size())
     throw_input("command line", "option --" + name + " must be an integer, got '" + *v + "'");
+  return out;
+}
+
+int64_t Options::integer(const std::string& name, int64_t fallback, int64_t lo, int64_t hi) const {
+  const int64_t out = integer(name, fallback);
+  if (get(name) && (out < lo || out > hi))
+    throw_input("command line", cat("option --", name, " must be between ", lo, " and ", hi, ", got ", out));
   return out;
 }
 
@@ -62,7 +72,7 @@ double Options::number(const std::string& name, double fallback) const {
   try {
     size_t used = 0;
     double out = std::stod(*v, &used);
-    if (used == v->size()) return out;
+    if (used == v->size() && std::isfinite(out)) return out;
   } catch (const std::exception&) {
   }
   throw_input("command line", "option --" + name + " must be a number, got '" + *v + "'");

@@ -21,7 +21,11 @@ class Options {
   bool flag(const std::string& name) const { return flags_.count(name) > 0; }
   std::optional<std::string> get(const std::string& name) const;
   std::string required(const std::string& name) const;
+  // Whole decimal integers only ("4294967297" is never read as 1); with bounds, a value outside [lo, hi] is an
+  // InputError naming the option and the bounds.
   int64_t integer(const std::string& name, int64_t fallback) const;
+  int64_t integer(const std::string& name, int64_t fallback, int64_t lo, int64_t hi) const;
+  // A finite number.
   double number(const std::string& name, double fallback) const;
   const std::vector<std::string>& positional() const { return positional_; }
 

@@ -104,17 +104,17 @@ int cmd_bench_step(const Args& args, DistContext& dist) {
   } else {
     config = bench_shape(model_name);
   }
-  B = int(opt.integer("batch", B));
-  S = int(opt.integer("seq-len", S));
+  B = int(opt.integer("batch", B, 1, 1 << 20));
+  S = int(opt.integer("seq-len", S, 1, 1 << 20));
   P = int(opt.integer("predictions", P > 0 && !opt.get("seq-len") ? P
-                                     : S == 512 ? 76 : S == 128 ? 20 : std::max(1, int(0.15 * S + 0.5))));
-  const int warmup = int(opt.integer("warmup", 2)), steps = int(opt.integer("steps", 5)),
-            repeats = int(opt.integer("repeats", 3));
+                                     : S == 512 ? 76 : S == 128 ? 20 : std::max(1, int(0.15 * S + 0.5)), 1, 1 << 20));
+  const int warmup = int(opt.integer("warmup", 2, 0, 1 << 20)), steps = int(opt.integer("steps", 5, 1, 1 << 20)),
+            repeats = int(opt.integer("repeats", 3, 1, 1 << 20));
   if (B <= 0 || S <= 1 || S > config.max_position_embeddings || P <= 0 || P >= S || steps <= 0 || repeats <= 0 ||
       warmup < 0)
     throw_input("command line", "batch, seq-len, predictions, steps and repeats must be positive, predictions < seq-len");
   BackendOptions backend_options = backend_wanted;
-  if (opt.get("threads")) backend_options.threads = int(opt.integer("threads", 0));
+  if (opt.get("threads")) backend_options.threads = int(opt.integer("threads", 0, 0, 1024));
   if (auto name = opt.get("backend")) backend_options.name = *name;
   const std::unique_ptr<Backend> backend = make_backend(backend_options);
 

@@ -44,6 +44,8 @@ constexpr const char* kUsage =
     "  --checksum             print hdf5_md5.py checksums of the given HDF5 files and exit\n"
     "                         (compare with NVIDIA's *.chk files to verify official data)\n";
 
+constexpr int64_t kMaxDupeFactor = 1000;
+
 std::vector<std::string> split_commas(const std::string& list) {
   std::vector<std::string> out;
   std::stringstream in(list);
@@ -82,9 +84,10 @@ int cmd_data(const Args& args, DistContext&) {
   const int64_t seed = opts.integer("seed", 12345);
   if (seed < 0) throw_input("command line", "--seed must be non-negative");
   config.random_seed = static_cast<uint64_t>(seed);
-  config.dupe_factor = static_cast<int>(opts.integer("dupe-factor", 10));
-  config.max_seq_length = static_cast<int>(opts.integer("max-seq-length", 512));
-  config.max_predictions_per_seq = static_cast<int>(opts.integer("max-predictions", 76));
+  // Every pass holds all the corpus's instances in memory: the bound keeps a typo from filling it.
+  config.dupe_factor = static_cast<int>(opts.integer("dupe-factor", 10, 1, kMaxDupeFactor));
+  config.max_seq_length = static_cast<int>(opts.integer("max-seq-length", 512, 5, 32767));
+  config.max_predictions_per_seq = static_cast<int>(opts.integer("max-predictions", 76, 1, 32767));
   config.masked_lm_prob = opts.number("masked-lm-prob", 0.15);
   config.short_seq_prob = opts.number("short-seq-prob", 0.1);
   config.validate();
@@ -93,9 +96,9 @@ int cmd_data(const Args& args, DistContext&) {
   job.inputs = inputs;
   job.out_dir = opts.required("out");
   job.layout = parse_layout(opts.get("layout").value_or("varlength"));
-  job.threads = static_cast<int>(opts.integer("threads", 1));
-  job.eval_samples = opts.integer("eval-samples", 0);
-  job.shards = opts.integer("shards", 0);
+  job.threads = static_cast<int>(opts.integer("threads", 1, 1, 1024));
+  job.eval_samples = opts.integer("eval-samples", 0, 0, int64_t{1} << 40);
+  job.shards = opts.integer("shards", 0, 1, 1 << 20);
   if (opts.get("shards") && job.shards < 1) throw_input("command line", "--shards must be at least 1");
   job.checksums = opts.flag("md5");
   if (job.threads < 1) throw_input("command line", "--threads must be at least 1");

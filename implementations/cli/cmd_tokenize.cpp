@@ -14,6 +14,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "core/errors.h"
+#include "core/files.h"
 #include "data/tokenizer.h"
 
 namespace bertperf::cli {
@@ -42,12 +43,7 @@ std::string read_all(const std::string& path) {
     buffer << std::cin.rdbuf();
     return buffer.str();
   }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw_input(path, "cannot open the input file");
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  if (in.bad()) throw_input(path, "cannot read the input file");
-  return buffer.str();
+  return read_file(path, "a text file");
 }
 
 std::vector<std::string_view> split_lines(std::string_view text) {

@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
+#include <map>
 #include <mutex>
 #include <type_traits>
 
@@ -24,12 +26,21 @@ std::recursive_mutex& library_mutex() {
   return m;
 }
 
-// Takes the library lock and, the first time, silences HDF5's automatic error-stack printing:
-// every failure is reported by us, once, as one line.
+// Takes the library lock and, the first time in each thread, silences HDF5's automatic error-stack
+// printing: every failure is reported by us, once, as one line. The thread-safe library keeps one
+// error stack, and one printing setting, per thread (a reader's prefetch thread has its own).
 class Lock {
  public:
   Lock() : guard_(library_mutex()) {
-    static const bool silenced = [] {
+    // No exit handler: after a failed H5Fclose (a full disk) HDF5 1.10's own exit-time cleanup crashes on the
+    // half-closed file. Every file is closed by its File, and only committed files count, so there is nothing
+    // left for it to do.
+    static const bool no_atexit = [] {
+      H5dont_atexit();
+      return true;
+    }();
+    (void)no_atexit;
+    thread_local const bool silenced = [] {
       H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
       return true;
     }();
@@ -53,6 +64,14 @@ std::string take_hdf5_error() {
       },
       &innermost);
   H5Eclear2(H5E_DEFAULT);
+  // A failed write reads "file write failed: time = ...\n, filename = ..., error message = 'File too large', ...":
+  // keep what failed and the system's reason, on one line.
+  const size_t reason = innermost.find("error message = '");
+  if (reason != std::string::npos) {
+    const size_t start = reason + 17, end = innermost.find('\'', start);
+    innermost = innermost.substr(0, innermost.find(':')) + ": " + innermost.substr(start, end - start);
+  }
+  std::replace(innermost.begin(), innermost.end(), '\n', ' ');
   return innermost.empty() ? "" : " (HDF5: " + innermost + ")";
 }
 
@@ -178,7 +197,8 @@ const char* dtype_name(DType t) {
 
 int64_t DatasetInfo::numel() const {
   int64_t n = 1;
-  for (int64_t d : shape) n *= d;
+  for (int64_t d : shape)
+    if (d < 0 || __builtin_mul_overflow(n, d, &n)) return -1;
   return n;
 }
 
@@ -251,7 +271,7 @@ void File::commit() {
   if (closed < 0) {
     const std::string detail = take_hdf5_error();
     close();
-    throw_input(path_, "writing failed" + detail);
+    throw_input(path_, "writing failed (disk full?)" + detail);
   }
   std::error_code ec;
   std::filesystem::rename(temp_path_, path_, ec);
@@ -343,7 +363,109 @@ DatasetInfo describe(hid_t ds) {
   return info;
 }
 
+// The most bytes a dataset's stored elements can expand to: its raw size when stored plain, a deflate
+// ratio's worth of its stored size when filtered. A damaged shape claims more, and is refused before
+// anything is allocated for it.
+constexpr double kMaxFilterRatio = 1100;  // deflate cannot exceed about 1032:1
+
+double element_bound(hid_t ds, double file_bytes) {
+  Id plist(H5Dget_create_plist(ds), H5Pclose);
+  const int filters = plist.ok() ? H5Pget_nfilters(plist.get()) : 0;
+  if (filters <= 0) return file_bytes;
+  return double(H5Dget_storage_size(ds)) * kMaxFilterRatio + 1e6;
+}
+
+// Little-endian unsigned integer of `n` bytes at `p`.
+uint64_t le(const unsigned char* p, size_t n) {
+  uint64_t v = 0;
+  for (size_t i = n; i-- > 0;) v = (v << 8) | p[i];
+  return v;
+}
+
 }  // namespace
+
+// HDF5 1.10 trusts the heap references of variable-length data: a damaged one makes H5Dread copy past its
+// buffers (a crash inside H5HG_read). So before reading rows [first, first + count) of a contiguous vlen dataset,
+// every reference is checked here against the global heap collection it points into, parsed the way HDF5 parses
+// it: the collection lies inside the file and is well formed, the object exists, and its size is the row's
+// length times the element size. (Chunked or filtered vlen datasets are read unchecked.)
+void File::check_vlen_references(const std::string& key, int64_t ds, int64_t first, int64_t count,
+                                 size_t element_bytes) const {
+  Id plist(H5Dget_create_plist(ds), H5Pclose);
+  Id fcpl(H5Fget_create_plist(id_), H5Pclose);
+  if (!plist.ok() || !fcpl.ok() || H5Pget_layout(plist.get()) != H5D_CONTIGUOUS || H5Pget_nfilters(plist.get()) > 0)
+    return;
+  size_t sizeof_addr = 8, sizeof_size = 8;
+  hsize_t userblock = 0;
+  H5Pget_sizes(fcpl.get(), &sizeof_addr, &sizeof_size);
+  H5Pget_userblock(fcpl.get(), &userblock);
+  const haddr_t offset = H5Dget_offset(ds);
+  if (offset == HADDR_UNDEF) fail(key, "cannot be read, the file is damaged (no data)");
+  std::ifstream in(path_, std::ios::binary);
+  std::error_code ec;
+  const uint64_t file_bytes = std::filesystem::file_size(path_, ec);
+  if (!in || ec) fail(key, "cannot be read");
+  auto read_at = [&](uint64_t at, uint64_t n) {
+    if (at > file_bytes || n > file_bytes - at) fail(key, "cannot be read, the file is damaged (data past its end)");
+    std::string bytes(n, '\0');
+    in.seekg(static_cast<std::streamoff>(at));
+    if (!in.read(bytes.data(), static_cast<std::streamsize>(n))) fail(key, "cannot be read");
+    return bytes;
+  };
+  const size_t ref_bytes = 4 + sizeof_addr + 4;
+  const std::string refs = read_at(offset + static_cast<uint64_t>(first) * ref_bytes, static_cast<uint64_t>(count) * ref_bytes);
+  struct Collection {
+    bool ok = false;
+    std::map<uint64_t, uint64_t> sizes;  // object index -> size
+  };
+  std::map<uint64_t, Collection> collections;
+  const size_t header = 8 + sizeof_size, object_header = 8 + sizeof_size;
+  auto collection = [&](uint64_t addr) -> const Collection& {
+    auto [it, fresh] = collections.try_emplace(addr);
+    Collection& c = it->second;
+    if (!fresh) return c;
+    const uint64_t at = addr + userblock;
+    if (at >= file_bytes || file_bytes - at < header) return c;
+    const std::string head = read_at(at, header);
+    const auto* h = reinterpret_cast<const unsigned char*>(head.data());
+    const uint64_t size = le(h + 8, sizeof_size);
+    if (head.compare(0, 4, "GCOL") != 0 || h[4] != 1 || size < header || size > file_bytes - at) return c;
+    const std::string body = read_at(at, size);
+    const auto* b = reinterpret_cast<const unsigned char*>(body.data());
+    // As HDF5 walks it: objects end to end, a tail too short for a header is free space, and the free-space
+    // object (index 0) counts its own header in its size. Every step must advance and stay inside.
+    for (uint64_t p = header; p < size;) {
+      if (size - p < object_header) break;
+      const uint64_t index = le(b + p, 2), object = le(b + p + 8, sizeof_size);
+      if (object > size) return c;
+      const uint64_t need = index == 0 ? object : object_header + (object + 7) / 8 * 8;
+      if (need == 0 || need > size - p) return c;
+      if (index != 0) c.sizes[index] = object;
+      p += need;
+    }
+    c.ok = true;
+    return c;
+  };
+  for (int64_t r = 0; r < count; ++r) {
+    const auto* ref = reinterpret_cast<const unsigned char*>(refs.data()) + r * ref_bytes;
+    const uint64_t length = le(ref, 4), addr = le(ref + 4, sizeof_addr), index = le(ref + 4 + sizeof_addr, 4);
+    if (length == 0) continue;
+    const Collection& c = collection(addr);
+    const auto object = c.sizes.find(index);
+    if (!c.ok || object == c.sizes.end() || object->second != length * element_bytes)
+      fail(key, cat("row ", first + r, " cannot be read, the file is damaged (a bad reference to its data)"));
+  }
+}
+
+void File::check_extent(const std::string& key, int64_t ds, double elements, double bytes_per_element) const {
+  std::error_code ec;
+  const double file_bytes = double(std::filesystem::file_size(path_, ec));
+  if (ec || !temp_path_.empty()) return;
+  const double bound = element_bound(ds, file_bytes);
+  if (elements * bytes_per_element > bound)
+    fail(key, cat("claims ", elements, " elements (", elements * bytes_per_element, " bytes), more than the file can hold (",
+                  file_bytes, " bytes): the file is damaged"));
+}
 
 DatasetInfo File::info(const std::string& key) const {
   Lock lock;
@@ -366,6 +488,7 @@ void File::read_into(const std::string& key, T* dst, size_t count) const {
   if (info.numel() != static_cast<int64_t>(count))
     fail(k, cat("has shape ", shape_string(info.shape), " (", info.numel(), " elements), expected ", count,
                 " elements"));
+  check_extent(k, ds.get(), double(count), double(byte_size(info.dtype)));
   if (count == 0) return;
   if (H5Dread(ds.get(), native_type<T>(), H5S_ALL, H5S_ALL, H5P_DEFAULT, dst) < 0)
     fail(k, "cannot be read, the file is damaged" + take_hdf5_error());
@@ -374,7 +497,13 @@ void File::read_into(const std::string& key, T* dst, size_t count) const {
 template <typename T>
 std::vector<T> File::read(const std::string& key) const {
   Lock lock;
-  const DatasetInfo i = info(key);
+  const std::string k = normalize(key);
+  const DatasetInfo i = info(k);
+  if (i.numel() < 0) fail(k, "has a damaged shape " + shape_string(i.shape));
+  {
+    Id ds(open_dataset(k), H5Dclose);
+    check_extent(k, ds.get(), double(i.numel()), double(std::max<size_t>(1, byte_size(i.dtype))));
+  }
   std::vector<T> out(static_cast<size_t>(i.numel()));
   read_into(key, out.data(), out.size());
   return out;
@@ -394,6 +523,7 @@ void File::read_rows(const std::string& key, int64_t first, int64_t count, T* ds
   if (first < 0 || count < 0 || first + count > info.shape[0])
     fail(k, cat("rows [", first, ", ", first + count, ") are out of range, it has ", info.shape[0], " rows"));
   if (count == 0) return;
+  check_extent(k, ds.get(), double(info.numel()), double(byte_size(info.dtype)));
   std::vector<hsize_t> start(info.shape.size(), 0), extent(info.shape.begin(), info.shape.end());
   start[0] = static_cast<hsize_t>(first);
   extent[0] = static_cast<hsize_t>(count);
@@ -430,6 +560,9 @@ Vlen<T> File::read_vlen(const std::string& key, int64_t first, int64_t count) co
     fail(k, cat("rows [", first, ", ", first + count, ") are out of range, it has ", info.shape[0], " rows"));
   Vlen<T> out;
   if (count == 0) return out;
+  // Each row is stored as a 16-byte reference to its data.
+  check_extent(k, ds.get(), double(info.shape[0]), 16);
+  check_vlen_references(k, ds.get(), first, count, byte_size(info.dtype));
   const hsize_t start = static_cast<hsize_t>(first), n = static_cast<hsize_t>(count);
   Id file_space(H5Dget_space(ds.get()), H5Sclose);
   Id mem_space(H5Screate_simple(1, &n, nullptr), H5Sclose);
@@ -446,7 +579,11 @@ Vlen<T> File::read_vlen(const std::string& key, int64_t first, int64_t count) co
     ~Reclaim() { reclaim_vlen(type, space, buf); }
   } reclaim{mem_type.get(), mem_space.get(), rows.data()};
   size_t total = 0;
-  for (const hvl_t& r : rows) total += r.len;
+  for (const hvl_t& r : rows) {
+    if (r.len > 0 && !r.p) fail(k, "cannot be read, the file is damaged (a row without data)");
+    total += r.len;
+  }
+  check_extent(k, ds.get(), double(total), double(byte_size(info.dtype)));
   out.values.reserve(total);
   out.offsets.reserve(n + 1);
   for (const hvl_t& r : rows) out.append(static_cast<const T*>(r.p), r.len);

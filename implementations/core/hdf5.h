@@ -43,7 +43,7 @@ struct DatasetInfo {
   std::vector<int64_t> shape;  // empty for a scalar
   DType dtype = DType::other;  // for a vlen dataset: the element type
   bool vlen = false;
-  int64_t numel() const;       // 1 for a scalar
+  int64_t numel() const;       // 1 for a scalar; -1 when a damaged shape overflows
 };
 
 // Rows of a vlen dataset: row i is values[offsets[i] .. offsets[i+1]).
@@ -129,6 +129,11 @@ class File {
   int64_t open_dataset(const std::string& key) const;  // an hid_t the caller must close
   int64_t open_object(const std::string& key) const;
   [[noreturn]] void fail(const std::string& key, const std::string& what) const;
+  // Refuses a dataset (hid_t `ds`) whose shape claims more data than the file can hold (hdf5.cpp).
+  void check_extent(const std::string& key, int64_t ds, double elements, double bytes_per_element) const;
+  // Refuses damaged references of a vlen dataset's rows before HDF5 follows them (hdf5.cpp).
+  void check_vlen_references(const std::string& key, int64_t ds, int64_t first, int64_t count,
+                             size_t element_bytes) const;
   template <typename T>
   T attr_scalar(const std::string& key, const std::string& name, bool (*accepts)(int64_t), int64_t memory_type,
                 const char* what) const;

@@ -17,8 +17,13 @@ namespace bertperf {
 
 using Json = nlohmann::json;
 
-// Parses a whole file; a missing file or a syntax error is an InputError naming the file.
+// Parses a whole file; a missing file, a directory, a syntax error or a number out of range is an
+// InputError naming the file (and, for a number, its field).
 Json read_json_file(const std::string& path);
+
+// A value as messages quote it: its JSON text, cut to about `limit` characters ("..." marks the cut).
+// Never recursive beyond what fits the limit, so a deeply nested or huge value prints a short line.
+std::string json_excerpt(const Json& value, size_t limit = 60);
 
 class JsonFields {
  public:
@@ -62,7 +67,7 @@ class JsonFields {
 template <typename T>
 T JsonFields::convert(const std::string& key, const Json& value) const {
   auto wrong = [&](const char* expected) {
-    throw_input(where_, cat("field '", key, "' must be ", expected, ", got ", value.dump()));
+    throw_input(where_, cat("field '", key, "' must be ", expected, ", got ", json_excerpt(value)));
   };
   if constexpr (std::is_same_v<T, bool>) {
     if (!value.is_boolean()) wrong("true or false");

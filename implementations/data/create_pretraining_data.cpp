@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "core/errors.h"
+#include "core/files.h"
 #include "data/layouts.h"
 #include "data/tokenizer.h"
 
@@ -281,14 +282,7 @@ DataLayout parse_layout(const std::string& name) {
 
 namespace {
 
-std::string read_text_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  if (!in) throw_input(path, "cannot open the input text file");
-  std::string text(static_cast<size_t>(in.tellg()), '\0');
-  in.seekg(0);
-  if (!in.read(text.data(), static_cast<std::streamsize>(text.size()))) throw_input(path, "read error");
-  return text;
-}
+std::string read_text_file(const std::string& path) { return read_file(path, "an input text file"); }
 
 void write_layout(const std::string& path, const SequenceStore& s, const std::vector<size_t>& order, DataLayout layout,
                   const PretrainingDataConfig& c) {

@@ -81,6 +81,8 @@ struct PretrainingReader::Impl {
   std::deque<Batch> queue;
   bool finished = false, stop = false;
   std::exception_ptr error;
+  int64_t pushed = 0;  // batches handed to the queue, to tell an epoch that yields none (which would spin forever)
+  int64_t epoch_rows = 0;
 
   std::shared_ptr<const ShardData> load(size_t file) {
     auto it = cache.find(file);
@@ -126,6 +128,7 @@ struct PretrainingReader::Impl {
     changed.wait(lock, [&] { return stop || queue.size() < static_cast<size_t>(std::max(1, opt.prefetch)); });
     if (stop) return false;
     queue.push_back(std::move(batch));
+    ++pushed;
     changed.notify_all();
     return true;
   }
@@ -197,6 +200,7 @@ struct PretrainingReader::Impl {
     for (const Row& row : rows) {
       for (size_t q : row) pending.append_from(data.sequences, q);
       pending_rows.push_back(pending.size());
+      ++epoch_rows;
       if (static_cast<int>(pending_rows.size() - 1) == opt.batch_rows && !push(build_batch())) return false;
     }
     return true;
@@ -205,6 +209,8 @@ struct PretrainingReader::Impl {
   void produce() {
     for (uint64_t epoch = 0;; ++epoch) {
       const uint64_t epoch_key = splitmix64(opt.seed + epoch);
+      const int64_t pushed_before = pushed;
+      epoch_rows = 0;
       if (sample_mode) {
         // All files as one list of rows; this rank takes every W-th after the common shuffle.
         std::vector<std::shared_ptr<const ShardData>> shards;
@@ -240,6 +246,10 @@ struct PretrainingReader::Impl {
         }
       }
       if (!opt.repeat) return;
+      if (pushed == pushed_before)
+        throw_input(opt.files.size() == 1 ? opt.files[0] : "data reader",
+                    cat("the training data gives this rank ", epoch_rows, " rows per epoch, fewer than one batch of ",
+                        opt.batch_rows, " rows: nothing to train on"));
     }
   }
 };

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "core/errors.h"
+#include "core/files.h"
 #include "data/unicode_tables.h"
 
 namespace bertperf {
@@ -286,12 +287,7 @@ Vocab Vocab::from_tokens(const std::vector<std::string>& tokens) {
 }
 
 Vocab Vocab::load(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw_input(path, "cannot open the vocabulary file");
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  if (in.bad()) throw_input(path, "cannot read the vocabulary file");
-  const std::string text = buffer.str();
+  const std::string text = read_file(path, "a vocabulary file");
   std::vector<std::string> tokens;
   for (size_t pos = 0; pos < text.size();) {
     size_t nl = text.find('\n', pos);

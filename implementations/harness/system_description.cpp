@@ -53,7 +53,7 @@ SystemDescription load_system_description(const std::string& path) {
     if (key == "other_software_stack") {
       const Json& v = f.raw(key);
       if (!v.is_string() && !v.is_object())
-        throw_input(path, "field 'other_software_stack' must be a string or an object, got " + v.dump());
+        throw_input(path, "field 'other_software_stack' must be a string or an object, got " + json_excerpt(v));
       continue;
     }
     f.required<std::string>(key);

@@ -2,12 +2,15 @@
 #include "harness/train_config.h"
 
 #include <glob.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <iomanip>
 
 #include "core/json_fields.h"
 
@@ -28,6 +31,8 @@ int64_t eval_point_samples(int64_t k, int64_t interval, int64_t global_batch_siz
 }
 
 namespace {
+
+constexpr int64_t kMaxBatchSlots = int64_t{1} << 30;
 
 // "${NAME}" from the environment; an unset variable is an error rather than an empty path piece.
 std::string expand_environment(const std::string& text, const std::string& where, const std::string& field) {
@@ -148,7 +153,7 @@ TrainConfig load_train_config(const std::string& path, bool check_data) {
   } else if (model.is_object()) {
     c.model = bert_config_from_json(model, path + ": bert_config");
   } else {
-    throw_input(path, "field 'bert_config' must be an object or a path, got " + model.dump());
+    throw_input(path, "field 'bert_config' must be an object or a path, got " + json_excerpt(model));
   }
   const std::string checkpoint = f.optional<std::string>("init_checkpoint", "");
   if (!checkpoint.empty()) c.init_checkpoint = resolve_path(checkpoint, base, path, "init_checkpoint");
@@ -160,7 +165,7 @@ TrainConfig load_train_config(const std::string& path, bool check_data) {
     if (!files.is_array() || files.empty())
       throw_input(where, "field 'train_files' must be a non-empty list of paths or glob patterns");
     for (const auto& item : files) {
-      if (!item.is_string()) throw_input(where, "field 'train_files' must hold strings, got " + item.dump());
+      if (!item.is_string()) throw_input(where, "field 'train_files' must hold strings, got " + json_excerpt(item));
       const std::string pattern = resolve_path(item.get<std::string>(), base, where, "train_files");
       if (!check_data) {
         c.train_files.push_back(pattern);
@@ -193,8 +198,17 @@ TrainConfig load_train_config(const std::string& path, bool check_data) {
     c.ranks = b.required<int>("ranks");
     b.reject_unknown();
     require(c.local_batch_size > 0, where, "field 'local_batch_size' must be positive");
+    // A batch's token, sequence and prediction slots are counted in int (data/batch.h).
+    require(int64_t(c.local_batch_size) * std::max(c.seq_len, 80) <= kMaxBatchSlots, where,
+            cat("field 'local_batch_size' ", c.local_batch_size, " gives more than ", kMaxBatchSlots,
+                " token slots per batch at seq_len ", c.seq_len));
     require(c.grad_accum_steps > 0, where, "field 'grad_accum_steps' must be positive");
     require(c.ranks > 0, where, "field 'ranks' must be positive");
+    int64_t global = 0;
+    require(!__builtin_mul_overflow(int64_t(c.local_batch_size) * c.grad_accum_steps, int64_t(c.ranks), &global) &&
+                global <= kMaxBatchSlots,
+            where, cat("the global batch local_batch_size x grad_accum_steps x ranks = ", c.local_batch_size, " x ",
+                       c.grad_accum_steps, " x ", c.ranks, " is over the limit of ", kMaxBatchSlots, " sequences"));
   }
   if (f.has("backend")) {
     const std::string where = path + ": backend";
@@ -253,6 +267,9 @@ TrainConfig load_train_config(const std::string& path, bool check_data) {
     interval_override = e.optional<int64_t>("interval_samples", 0);
     e.reject_unknown();
     require(c.eval_batch_size > 0, where, "field 'batch_size' must be positive");
+    require(int64_t(c.eval_batch_size) * std::max(c.seq_len, 80) <= kMaxBatchSlots, where,
+            cat("field 'batch_size' ", c.eval_batch_size, " gives more than ", kMaxBatchSlots,
+                " token slots per batch at seq_len ", c.seq_len));
     if (e.has("interval_samples")) require(interval_override > 0, where, "field 'interval_samples' must be positive");
   }
   const int64_t max_override = f.optional<int64_t>("max_samples", 0);
@@ -273,11 +290,58 @@ TrainConfig load_train_config(const std::string& path, bool check_data) {
   c.division = bench.division;
   const int64_t gbs = c.global_batch_size();
   c.eval_interval_samples = interval_override > 0 ? interval_override : bench.cadence.interval(gbs);
+  int64_t schedule_samples = 0;
+  if (__builtin_mul_overflow(c.lamb.train_steps, gbs, &schedule_samples))
+    throw_input(path + ": lamb", cat("field 'train_steps' ", c.lamb.train_steps, " times the global batch ", gbs,
+                                     " overflows the sample count"));
   c.max_samples = max_override > 0                 ? max_override
                   : bench.max_samples > 0          ? bench.max_samples
-                                                   : c.lamb.train_steps * gbs;
+                                                   : schedule_samples;
   require(c.max_samples >= gbs, path, cat("max_samples ", c.max_samples, " is less than one global batch (", gbs, ")"));
   return c;
+}
+
+MemoryEstimate estimate_memory(const TrainConfig& c) {
+  const BertConfig& m = c.model;
+  const double H = m.hidden_size, I = m.intermediate_size, V = m.vocab_size, L = m.num_hidden_layers;
+  MemoryEstimate e;
+  // The tensors of model/bert_params.cpp: embeddings, L encoder layers, pooler and the two heads.
+  e.parameters = V * H + double(m.max_position_embeddings) * H + double(m.type_vocab_size) * H + 2 * H +
+                 L * (4 * H * H + 4 * H + 4 * H + 2 * H * I + I + H) + (H * H + H) + V + (H * H + H + 2 * H) +
+                 (2 * H + 2);
+  const bool device = c.backend.name == "cuda";
+  const double A = c.backend.name == "cpu-f64" ? 8 : 4, F = A;
+  // Master weights, gradients and the two LAMB moments in F, the host copy in fp32 (plus an accumulator).
+  e.parameter_bytes = e.parameters * (device ? 4 : 4 * F + 4 + (c.grad_accum_steps > 1 ? F : 0));
+  if (device) return e;
+  // The largest batch: tokens N, prediction slots M (model/bert.cpp carves these).
+  const double rows = std::max(c.local_batch_size, c.eval_batch_size);
+  const double N = rows * c.seq_len, M = rows * std::max(c.max_predictions, c.packed ? 80 : 0);
+  const double per_layer = N * (10 * H + 2 * I) * A + N * 4 * F;
+  const double rest = N * (2 * H + 7 * H + I) * A + M * (4 * H + V) * A;
+  e.activation_bytes = L * per_layer + rest;
+  return e;
+}
+
+double physical_memory_bytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? double(pages) * double(page) : 0;
+}
+
+void check_memory(const TrainConfig& c, double available_bytes) {
+  const MemoryEstimate e = estimate_memory(c);
+  if (available_bytes <= 0 || e.total() <= available_bytes) return;
+  const auto gib = [](double bytes) {
+    char text[64];
+    std::snprintf(text, sizeof text, "%.1f GiB", bytes / (1024.0 * 1024 * 1024));
+    return std::string(text);
+  };
+  throw_input(c.source, cat("training this model needs at least ", gib(e.total()), " of memory per rank (",
+                            std::setprecision(3), e.parameters, " parameters with gradients and optimizer state: ",
+                            gib(e.parameter_bytes), "; activations for a batch of ",
+                            std::max(c.local_batch_size, c.eval_batch_size), ": ", gib(e.activation_bytes),
+                            "), more than the machine's ", gib(available_bytes),
+                            "; reduce num_hidden_layers, hidden_size or the batch"));
 }
 
 }  // namespace bertperf

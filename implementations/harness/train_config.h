@@ -78,6 +78,22 @@ struct TrainConfig {
 // hold the data) the patterns are kept as written.
 TrainConfig load_train_config(const std::string& path, bool check_data = true);
 
+// What training `config` needs in host memory on one rank, from the shapes alone (nothing is built): the
+// parameters with their gradients, LAMB moments and the fp32 host copy made at start, and the activations of the
+// largest batch (train or eval). A lower bound (backend workspaces are left out). For the "cuda" backend only the
+// host copy counts: the rest lives on the device.
+struct MemoryEstimate {
+  double parameters = 0;        // elements
+  double parameter_bytes = 0;   // weights, gradients, moments, host copy
+  double activation_bytes = 0;  // forward activations and backward working memory
+  double total() const { return parameter_bytes + activation_bytes; }
+};
+MemoryEstimate estimate_memory(const TrainConfig& config);
+// The machine's physical memory in bytes.
+double physical_memory_bytes();
+// An InputError naming the config and the figures when the estimate is over `available_bytes`.
+void check_memory(const TrainConfig& config, double available_bytes);
+
 // The MLPerf BERT rule: FLOOR(scale * (per_global_batch_sample * GBS + offset), round_down_to);
 // the closed-division numbers are 0.05, 230.23, 3,000,000 and 25,000.
 struct EvalCadence {

@@ -98,6 +98,7 @@ struct TrainSession::Impl {
     return seed;
   }
   static BackendOptions backend_options(const TrainConfig& c, const DistContext& d) {
+    check_memory(c, physical_memory_bytes());  // before the first allocation
     if (d.size() != c.ranks)
       throw_input(c.source, cat("the config asks for ", c.ranks, " ranks (batch.ranks) but this job has ", d.size(),
                                 "; launch it with mpirun -np ", c.ranks));

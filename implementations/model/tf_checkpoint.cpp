@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "core/errors.h"
+#include "core/files.h"
 #include "model/checkpoint.h"
 
 namespace bertperf {
@@ -250,11 +251,7 @@ class IndexFile {
 };
 
 std::string read_whole_file(const std::string& path) {
-  std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) throw_input(path, "no such file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw_input(path, "cannot be opened");
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  return read_file(path, "a TensorFlow checkpoint file");
 }
 
 }  // namespace
