@@ -9,3 +9,6 @@ echo "== C++ tests (ctest)"
 (cd build && ctest --output-on-failure -j"$(nproc)")
 echo "== Python tests (pytest)"
 .venv/bin/python -m pytest -q tests/python
+
+echo "== Fuzzing (libFuzzer, 20 s per target over tests/fuzz/corpus)"
+scripts/fuzz.sh 20
