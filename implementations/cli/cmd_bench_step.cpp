@@ -113,6 +113,8 @@ int cmd_bench_step(const Args& args, DistContext& dist) {
   if (B <= 0 || S <= 1 || S > config.max_position_embeddings || P <= 0 || P >= S || steps <= 0 || repeats <= 0 ||
       warmup < 0)
     throw_input("command line", "batch, seq-len, predictions, steps and repeats must be positive, predictions < seq-len");
+  if (int64_t(B) * S > (int64_t{1} << 30))
+    throw_input("command line", cat("--batch x --seq-len = ", int64_t(B) * S, " tokens is over the limit of 2^30"));
   BackendOptions backend_options = backend_wanted;
   if (opt.get("threads")) backend_options.threads = int(opt.integer("threads", 0, 0, 1024));
   if (auto name = opt.get("backend")) backend_options.name = *name;
