@@ -1,15 +1,21 @@
 // The scaling model (perf/): the communication model's closed forms against a simulation that runs
 // the ring and hierarchical algorithms on real numbers (checking they sum) and adds up each step's
-// slowest transfer; hand-worked figures; and the link table.
+// slowest transfer; hand-worked figures; the link table; the step and run model against its formula
+// worked by hand; calibration as the model's inverse; the RCP table against the RCP checker's own
+// figure for GBS 3072; published result trees read back; the validation's calibration rules.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
 #include <numeric>
 #include <vector>
 
 #include "core/errors.h"
 #include "perf/comm_model.h"
+#include "perf/published.h"
+#include "perf/step_model.h"
+#include "temp_dir.h"
 
 using namespace bertperf;
 using namespace bertperf::perf;
@@ -215,4 +221,151 @@ TEST(CommModel, LinkTableAndErrors) {
   }
   EXPECT_THROW(parse_all_reduce_algo("tree", "--algo"), InputError);
   EXPECT_EQ(parse_all_reduce_algo("hierarchical", "x"), AllReduceAlgo::kHierarchical);
+}
+
+TEST(StepModel, BertFlopsPerSampleMatchTheWorkedCount) {
+  // BERT-large at 512 tokens, 76 masked: 0.928 (encoder matrices) + 0.077 (attention) + 0.0147 (head) TFLOP.
+  const BertShape large;
+  EXPECT_NEAR(bert_train_flops_per_sample(large, 512, 76) / 1e12, 0.928 + 0.0773 + 0.0147, 0.002);
+  EXPECT_NEAR(bert_train_flops_per_sample(large, 512, 0) - bert_train_flops_per_sample(large, 256, 0),
+              6 * 24 * 12.0 * 1024 * 1024 * 256 + 12 * 24 * 1024.0 * (512.0 * 512 - 256.0 * 256), 1e3);
+}
+
+TEST(StepModel, StepAndRunByHand) {
+  StepInputs in;
+  in.device_samples_per_s = 100;
+  in.local_batch = 50;
+  in.fixed_step_s = 0.01;
+  in.gradient_bytes = 1e6;
+  in.topology = Topology{2, 1, 1, Link{}, Link{1e-3, 1e9}};
+  const StepPrediction s = predict_step(in);
+  EXPECT_EQ(s.devices, 2);
+  EXPECT_DOUBLE_EQ(s.compute_s, 0.51);
+  EXPECT_DOUBLE_EQ(s.comm_s, 2 * (1e-3 + 0.5e6 / 1e9));
+  EXPECT_DOUBLE_EQ(s.step_s, 0.51 + 0.003);
+  EXPECT_DOUBLE_EQ(s.samples_per_s, 100 / 0.513);
+  in.overlap_fraction = 1;  // the backward (2/3 of 0.51 s) hides all 3 ms
+  EXPECT_DOUBLE_EQ(predict_step(in).step_s, 0.51);
+
+  RunInputs run;
+  run.global_batch = 100;
+  run.samples_to_converge = 10000;
+  run.eval_interval_samples = 2500;
+  run.eval_samples = 600;
+  run.eval_fixed_s = 0.25;
+  run.startup_s = 2;
+  const RunPrediction r = predict_run(s, 100, run);
+  EXPECT_DOUBLE_EQ(r.steps, 100);
+  EXPECT_DOUBLE_EQ(r.evals, 4);
+  EXPECT_DOUBLE_EQ(r.train_s, 100 * 0.513);
+  EXPECT_DOUBLE_EQ(r.eval_s, 4 * (600 / (2 * 3 * 100.0) + 0.25));
+  EXPECT_DOUBLE_EQ(r.time_to_train_s, 2 + 51.3 + 5);
+}
+
+TEST(StepModel, CalibrationInvertsTheModel) {
+  for (double overlap : {0.0, 0.5}) {
+    StepInputs in;
+    in.local_batch = 56;
+    in.gradient_bytes = 6.7e8;
+    in.topology = Topology{1, 8, 1, find_link("nvlink3"), Link{}};
+    in.overlap_fraction = overlap;
+    RunInputs run;
+    run.global_batch = 448;
+    run.samples_to_converge = 2.46e6;
+    run.eval_interval_samples = 150000;
+    in.device_samples_per_s = 303;
+    const double t = predict_run(predict_step(in), 303, run).time_to_train_s;
+    EXPECT_NEAR(calibrate_device_rate(in, run, t), 303, 1e-6) << overlap;
+    EXPECT_THROW(calibrate_device_rate(in, run, 1.0), InputError);  // shorter than start-up and evals
+  }
+}
+
+TEST(StepModel, RcpTableGivesTheCheckersMeanAt3072) {
+  const auto table = load_rcp_table(std::string(BERTPERF_SOURCE_DIR) + "/benchmarks/bert/mlperf/rcp.json");
+  // Baidu's v2.1 package checker log: "RCP Mean 2656421" for BS 3072, interpolated between 448 and 4608.
+  EXPECT_NEAR(rcp_mean_samples(table, 3072), 2656421, 1.0);
+  bool clamped = true;
+  EXPECT_NEAR(rcp_mean_samples(table, 448, &clamped), 2414421.3, 0.1);
+  EXPECT_FALSE(clamped);
+  EXPECT_EQ(rcp_mean_samples(table, 100000, &clamped), table.back().mean_samples);
+  EXPECT_TRUE(clamped);
+  EXPECT_EQ(rcp_mean_samples(table, 64, &clamped), table.front().mean_samples);
+  EXPECT_TRUE(clamped);
+  EXPECT_DOUBLE_EQ(expected_samples_to_converge(2656421, 175000), 2656421 + 87500);
+}
+
+namespace {
+
+void write_run(const std::string& path, int64_t start, int64_t stop, const char* status, int64_t samples,
+               const std::string& prefix = "") {
+  std::ofstream f(path);
+  f << "noise line\n";
+  f << prefix << ":::MLLOG {\"namespace\": \"\", \"time_ms\": 1, \"event_type\": \"POINT_IN_TIME\", \"key\": "
+       "\"global_batch_size\", \"value\": 3072, \"metadata\": {}}\n";
+  f << ":::MLLOG {\"time_ms\": " << start << ", \"key\": \"run_start\", \"value\": null, \"metadata\": {}}\n";
+  f << ":::MLLOG {\"time_ms\": " << stop << ", \"key\": \"train_samples\", \"value\": " << samples
+    << ", \"metadata\": {}}\n";
+  if (status)
+    f << ":::MLLOG {\"time_ms\": " << stop << ", \"key\": \"run_stop\", \"value\": null, \"metadata\": {\"status\": \""
+      << status << "\"}}\n";
+}
+
+}  // namespace
+
+TEST(Published, ResultTreeOlympicMeanAndSamples) {
+  bertperf::testing::TempDir dir("bertperf_perf");
+  // Minutes 2, 3, 4, 5 and one aborted (infinite): the olympic mean drops 2 and the aborted run.
+  write_run(dir / "result_0.txt", 0, 120000, "success", 100);
+  write_run(dir / "result_1.txt", 1000, 181000, "success", 200, "glued stdout text ");
+  write_run(dir / "result_2.txt", 0, 240000, "success", 300);
+  write_run(dir / "result_3.txt", 0, 300000, "success", 400);
+  write_run(dir / "result_4.txt", 0, 60000, "aborted", 500);
+  const TreeSummary s = read_result_tree(dir.path.string());
+  EXPECT_EQ(s.runs, 5);
+  EXPECT_EQ(s.successes, 4);
+  EXPECT_EQ(s.global_batch, 3072);
+  EXPECT_DOUBLE_EQ(s.olympic_minutes, (3 + 4 + 5) / 3.0);
+  EXPECT_DOUBLE_EQ(s.mean_samples, 300);
+
+  std::ofstream(dir / "result_5.txt") << ":::MLLOG {\"key\": \"run_start\", \"time_ms\": oops}\n";
+  try {
+    read_result_tree(dir.path.string());
+    FAIL() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("result_5.txt:1"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Published, CalibrationRules) {
+  PublishedResult cal;
+  cal.id = "cal", cal.device = "a100", cal.role = "calibration", cal.inter = "ib-hdr", cal.algo = "ring";
+  cal.nodes = 1, cal.gpus_per_node = 8, cal.global_batch = 448, cal.olympic_minutes = 17, cal.mean_samples = 2.46e6;
+  PublishedResult big = cal;
+  big.id = "big", big.role = "predict", big.nodes = 8, big.global_batch = 3072, big.olympic_minutes = 2.5;
+  big.mean_samples = 2.7e6;
+  const std::vector<RcpPoint> rcp = {{448, 2.4e6}, {4608, 2.8e6}};
+  ModelConstants c;
+  c.gradient_bytes = 6.7e8;
+  auto interval = [](int64_t gbs) -> int64_t { return gbs >= 3072 ? 175000 : 150000; };
+
+  const Validation v = validate({cal, big}, rcp, c, interval);
+  ASSERT_EQ(v.calibrations.size(), 1u);
+  ASSERT_EQ(v.rows.size(), 1u);
+  EXPECT_EQ(v.rows[0].calibrated_from, "cal");
+  // The calibration result, predicted at its own rate, gives back its own time.
+  const ResultCase own = result_case(cal, c, 150000, v.calibrations[0].device_samples_per_s);
+  EXPECT_NEAR(predict_run(predict_step(own.step), own.step.device_samples_per_s, own.run).time_to_train_s, 17 * 60, 1e-6);
+  // The row's errors are its predictions against its measured time.
+  EXPECT_DOUBLE_EQ(v.rows[0].error_logged, v.rows[0].predicted_logged_minutes / 2.5 - 1);
+  EXPECT_DOUBLE_EQ(v.median_abs_error_rcp, std::fabs(v.rows[0].error_rcp));
+
+  PublishedResult second = cal;
+  second.id = "cal2";
+  EXPECT_THROW(validate({cal, second, big}, rcp, c, interval), InputError);
+  PublishedResult multi = cal;
+  multi.nodes = 2;
+  EXPECT_THROW(validate({multi, big}, rcp, c, interval), InputError);
+  PublishedResult h100 = big;
+  h100.device = "h100";
+  EXPECT_THROW(validate({cal, h100}, rcp, c, interval), InputError);
 }
