@@ -225,9 +225,16 @@ int cmd_config(const Options& opt) {
     else if (interconnect.find("NVLINK 3") != std::string::npos || interconnect.find("NVLink 3") != std::string::npos) intra = "nvlink3";
   }
   auto [port, nics] = ports_from(networking);
+  std::string inter_note;
+  if (port.empty() && device) {  // a single-node system: scale out on the vendor's reference node
+    port = device->inter_link, nics = 0;  // 0: one port per GPU of each shape
+    inter_note = " (assumed, one port a GPU: the system names no network)";
+  }
   const std::string inter = opt.get("inter").value_or(port);
+  if (opt.get("inter")) inter_note.clear();
   nics = int(opt.integer("nics", nics));
-  if (nodes < 1 || gpn < 1 || nics < 1) throw_input("command line", "--nodes, --gpus-per-node and --nics must be >= 1");
+  if (nodes < 1 || gpn < 1 || nics < 0 || (opt.get("nics") && nics < 1))
+    throw_input("command line", "--nodes, --gpus-per-node and --nics must be >= 1");
 
   const double parameters = double(bert_parameter_table(config.model).total_elements());
   const ModelConstants constants = model_constants(opt, parameters);
@@ -274,7 +281,8 @@ int cmd_config(const Options& opt) {
     published = load_published_results(files.published);
     read_trees(published, opt.get("results-dir").value_or(default_results_dir()));
   }
-  const auto rcp = load_rcp_table(files.rcp);
+  const bool samples_given = opt.get("samples").has_value();
+  const auto rcp = samples_given ? std::vector<RcpPoint>{{1, 1}} : load_rcp_table(files.rcp);
   const AllReduceAlgo algo = parse_all_reduce_algo(opt.get("algo").value_or("ring"), "--algo");
 
   // The shapes to predict: the system's, then the scale list, each at the config's per-device batch.
@@ -293,7 +301,6 @@ int cmd_config(const Options& opt) {
   shapes.erase(std::unique(shapes.begin(), shapes.end()), shapes.end());
 
   Json rows = Json::array();
-  const bool samples_given = opt.get("samples").has_value();
   const double samples_override = opt.number("samples", 0);
   if (samples_given && samples_override <= 0) throw_input("command line", "--samples must be > 0");
   for (auto [n, g] : shapes) {
@@ -305,7 +312,7 @@ int cmd_config(const Options& opt) {
     const bool needs_intra = g > 1, needs_inter = n > 1;
     if (needs_intra && intra.empty()) throw_input(system_file, "no link between a node's devices known; give --intra");
     if (needs_inter && inter.empty()) throw_input(system_file, "no network port known from host_networking; give --inter");
-    in.topology = Topology{n, g, nics, needs_intra ? find_link(intra) : Link{}, needs_inter ? find_link(inter) : Link{}};
+    in.topology = Topology{n, g, nics > 0 ? nics : g, needs_intra ? find_link(intra) : Link{}, needs_inter ? find_link(inter) : Link{}};
     in.algo = algo;
     in.overlap_fraction = constants.overlap_fraction;
     const StepPrediction step = predict_step(in);
@@ -349,7 +356,7 @@ int cmd_config(const Options& opt) {
             << "device " << (device ? device->name : "(none)") << ": " << fmt("%.1f", rate)
             << " training samples/s (" << rate_source << ")\n"
             << "links: intra " << (intra.empty() ? "-" : intra) << ", inter " << (inter.empty() ? "-" : inter) << " x"
-            << nics << " a node; " << algo_name(algo) << " all-reduce of " << fmt("%.0f", constants.gradient_bytes / 1e6)
+            << (nics > 0 ? std::to_string(nics) : std::string("GPUs")) << " a node" << inter_note << "; " << algo_name(algo) << " all-reduce of " << fmt("%.0f", constants.gradient_bytes / 1e6)
             << " MB, overlap " << constants.overlap_fraction << "\n\n";
   std::printf("%-8s %7s %7s %11s %9s %9s %9s %11s %11s %7s %9s\n", "shape", "GPUs", "GBS", "compute ms", "comm ms",
               "exposed", "step ms", "samples/s", "samples", "evals", "TTT min");
@@ -378,7 +385,8 @@ int cmd_links() {
     std::printf("  %-9s %6.1f us %8.2f GB/s  %s\n", l.name, l.link.latency_s * 1e6, l.link.bandwidth_Bps / 1e9, l.source);
   std::cout << "devices:\n";
   for (const auto& d : device_table())
-    std::printf("  %-9s %6.0f TFLOP/s  intra %-8s %s\n", d.name, d.peak_flops / 1e12, d.intra_link, d.source);
+    std::printf("  %-9s %6.0f TFLOP/s  intra %-8s inter %-7s %s\n", d.name, d.peak_flops / 1e12, d.intra_link,
+                d.inter_link, d.source);
   return 0;
 }
 

@@ -9,12 +9,12 @@
 namespace bertperf::perf {
 
 const std::vector<DeviceSpec>& device_table() {
-  // Checked in order: the PCIe A100 before the SXM one.
+  // Checked in order: the PCIe A100 before the SXM one. Network ports: DGX A100 (HDR) and DGX H100 (NDR).
   static const std::vector<DeviceSpec> table = {
-      {"a100-pcie", "A100-PCIE", 312e12, "pcie4", "NVIDIA A100 data sheet: 312 TFLOP/s dense FP16/BF16 tensor"},
-      {"a100", "A100", 312e12, "nvlink3", "NVIDIA A100 data sheet: 312 TFLOP/s dense FP16/BF16 tensor"},
-      {"h100", "H100", 989e12, "nvlink4", "NVIDIA H100 SXM data sheet: 989 TFLOP/s dense BF16 tensor"},
-      {"h200", "H200", 989e12, "nvlink4", "NVIDIA H200 data sheet: 989 TFLOP/s dense BF16 tensor (H100's compute)"},
+      {"a100-pcie", "A100-PCIE", 312e12, "pcie4", "ib-hdr", "NVIDIA A100 data sheet: 312 TFLOP/s dense FP16/BF16 tensor"},
+      {"a100", "A100", 312e12, "nvlink3", "ib-hdr", "NVIDIA A100 data sheet: 312 TFLOP/s dense FP16/BF16 tensor"},
+      {"h100", "H100", 989e12, "nvlink4", "ib-ndr", "NVIDIA H100 SXM data sheet: 989 TFLOP/s dense BF16 tensor"},
+      {"h200", "H200", 989e12, "nvlink4", "ib-ndr", "NVIDIA H200 data sheet: 989 TFLOP/s dense BF16 tensor (H100's compute)"},
   };
   return table;
 }

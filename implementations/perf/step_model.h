@@ -28,6 +28,7 @@ struct DeviceSpec {
   const char* match;       // substring of an MLPerf accelerator_model_name, upper case
   double peak_flops;       // dense FP16/BF16 tensor FLOP/s
   const char* intra_link;  // link_table() name
+  const char* inter_link;  // the network port of the vendor's reference node (one per device)
   const char* source;
 };
 const std::vector<DeviceSpec>& device_table();
