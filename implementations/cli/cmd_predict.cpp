@@ -39,7 +39,7 @@ const char* const kUsage =
     "  (default)           calibrated from the device's one published single-node result (published_results.json)\n"
     "System overrides (default: from systems/<system>.json):\n"
     "  --nodes N  --gpus-per-node N  --device a100|a100-pcie|h100|h200  --intra LINK  --inter LINK  --nics N\n"
-    "Model: --algo ring|hierarchical (ring)  --overlap F (0: reduce after the backward)  --grad-bytes B (2 a\n"
+    "Model: --algo ring|hierarchical|best (best)  --overlap F (0: reduce after the backward)  --grad-bytes B (2 a\n"
     "  parameter)  --fixed-step-s S (0)  --startup-s S (3.3)  --eval-fixed-s S (0.5)  --samples N (the RCP mean at\n"
     "  the global batch plus half an eval interval)  --scale LIST (NODESxGPUS,..., default 1xG,<system>,8x8,64x8,512x8)\n"
     "Files: --system-file F  --published F  --rcp F (default: beside the config, or benchmarks/bert/mlperf/)\n"
@@ -283,7 +283,7 @@ int cmd_config(const Options& opt) {
   }
   const bool samples_given = opt.get("samples").has_value();
   const auto rcp = samples_given ? std::vector<RcpPoint>{{1, 1}} : load_rcp_table(files.rcp);
-  const AllReduceAlgo algo = parse_all_reduce_algo(opt.get("algo").value_or("ring"), "--algo");
+  const AllReduceAlgo algo = parse_all_reduce_algo(opt.get("algo").value_or("best"), "--algo");
 
   // The shapes to predict: the system's, then the scale list, each at the config's per-device batch.
   std::vector<std::pair<int, int>> shapes;
@@ -303,11 +303,19 @@ int cmd_config(const Options& opt) {
   Json rows = Json::array();
   const double samples_override = opt.number("samples", 0);
   if (samples_given && samples_override <= 0) throw_input("command line", "--samples must be > 0");
+  // Beyond the RCP table's largest global batch there is no convergence data, so a larger system
+  // keeps that batch and gives each device less (as the 512-node results do), unless --samples.
+  const double largest_rcp_batch = rcp.back().global_batch;
   for (auto [n, g] : shapes) {
+    const bool capped = !samples_given && per_device_step * n * g > largest_rcp_batch;
+    const double local = capped ? std::floor(largest_rcp_batch / (n * g)) : per_device_step;
+    if (local < 1)
+      throw_input("command line", cat(n, "x", g, " devices exceed the largest RCP global batch (",
+                                      largest_rcp_batch, "); give --samples"));
     StepInputs in;
     in.device_samples_per_s = rate;
     in.fixed_step_s = constants.fixed_step_s;
-    in.local_batch = per_device_step;
+    in.local_batch = local;
     in.gradient_bytes = constants.gradient_bytes;
     const bool needs_intra = g > 1, needs_inter = n > 1;
     if (needs_intra && intra.empty()) throw_input(system_file, "no link between a node's devices known; give --intra");
@@ -317,7 +325,7 @@ int cmd_config(const Options& opt) {
     in.overlap_fraction = constants.overlap_fraction;
     const StepPrediction step = predict_step(in);
     RunInputs run = constants.run;
-    const int64_t gbs = int64_t(per_device_step) * n * g;
+    const int64_t gbs = int64_t(local) * n * g;
     run.global_batch = double(gbs);
     const bool own = (n == nodes && g == gpn);
     run.eval_interval_samples = double(own && gbs == config.global_batch_size() ? config.eval_interval_samples
@@ -327,7 +335,8 @@ int cmd_config(const Options& opt) {
     run.samples_to_converge =
         samples_given ? samples_override : expected_samples_to_converge(rcp_mean, run.eval_interval_samples);
     const RunPrediction p = predict_run(step, rate, run);
-    Json row{{"shape", cat(n, "x", g)}, {"devices", n * g}, {"global_batch", gbs}, {"config_system", own},
+    Json row{{"shape", cat(n, "x", g)}, {"devices", n * g}, {"global_batch", gbs}, {"local_batch", local},
+             {"batch_capped", capped}, {"config_system", own},
              {"compute_ms", 1e3 * step.compute_s}, {"comm_ms", 1e3 * step.comm_s},
              {"exposed_comm_ms", 1e3 * step.exposed_comm_s}, {"step_ms", 1e3 * step.step_s},
              {"samples_per_s", step.samples_per_s}, {"samples_to_converge", run.samples_to_converge},
@@ -358,16 +367,17 @@ int cmd_config(const Options& opt) {
             << "links: intra " << (intra.empty() ? "-" : intra) << ", inter " << (inter.empty() ? "-" : inter) << " x"
             << (nics > 0 ? std::to_string(nics) : std::string("GPUs")) << " a node" << inter_note << "; " << algo_name(algo) << " all-reduce of " << fmt("%.0f", constants.gradient_bytes / 1e6)
             << " MB, overlap " << constants.overlap_fraction << "\n\n";
-  std::printf("%-8s %7s %7s %11s %9s %9s %9s %11s %11s %7s %9s\n", "shape", "GPUs", "GBS", "compute ms", "comm ms",
-              "exposed", "step ms", "samples/s", "samples", "evals", "TTT min");
+  std::printf("%-8s %7s %7s %6s %11s %9s %9s %9s %11s %11s %7s %9s\n", "shape", "GPUs", "GBS", "local", "compute ms",
+              "comm ms", "exposed", "step ms", "samples/s", "samples", "evals", "TTT min");
   for (const auto& r : rows) {
-    std::printf("%-8s %7d %7lld %11.1f %9.2f %9.2f %9.1f %11.0f %10.0f%s %7.1f %9.3f%s\n",
+    std::printf("%-8s %7d %7lld %5.0f%s %11.1f %9.2f %9.2f %9.1f %11.0f %10.0f%s %7.1f %9.3f%s\n",
                 r["shape"].get<std::string>().c_str(), r["devices"].get<int>(),
-                (long long)r["global_batch"].get<int64_t>(), r["compute_ms"].get<double>(), r["comm_ms"].get<double>(),
+                (long long)r["global_batch"].get<int64_t>(), r["local_batch"].get<double>(),
+                r["batch_capped"].get<bool>() ? "^" : " ", r["compute_ms"].get<double>(), r["comm_ms"].get<double>(),
                 r["exposed_comm_ms"].get<double>(), r["step_ms"].get<double>(), r["samples_per_s"].get<double>(),
                 r["samples_to_converge"].get<double>(), r["rcp_clamped"].get<bool>() ? "*" : " ",
                 r["evals"].get<double>(), r["time_to_train_minutes"].get<double>(),
-                r["config_system"].get<bool>() ? "  <- " : "");
+                r["config_system"].get<bool>() ? "  <-" : "");
     if (r.contains("published"))
       std::printf("         published: %s %.3f min (olympic mean, %s); predicted %.3f min, error %s\n",
                   r["published"]["id"].get<std::string>().c_str(), r["published"]["olympic_minutes"].get<double>(),
@@ -375,7 +385,7 @@ int cmd_config(const Options& opt) {
                   r["time_to_train_minutes"].get<double>(), pct(r["published"]["error"].get<double>()).c_str());
   }
   std::cout << "\nsamples: the RCP mean at the global batch plus half an eval interval"
-            << (samples_given ? " (overridden by --samples)" : "") << "; * = beyond the RCP table, its end used\n";
+            << (samples_given ? " (overridden by --samples)" : "") << "; * = beyond the RCP table, its end used;\n^ = the per-device batch cut to stay within the RCP table's largest global batch\n";
   return 0;
 }
 

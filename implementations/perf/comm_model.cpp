@@ -54,10 +54,13 @@ double ring_all_reduce_s(double bytes, int p, const Link& link) { return ring_ph
 AllReduceAlgo parse_all_reduce_algo(const std::string& name, const std::string& where) {
   if (name == "ring") return AllReduceAlgo::kRing;
   if (name == "hierarchical") return AllReduceAlgo::kHierarchical;
-  throw_input(where, cat("all-reduce algorithm must be 'ring' or 'hierarchical', got '", name, "'"));
+  if (name == "best") return AllReduceAlgo::kBest;
+  throw_input(where, cat("all-reduce algorithm must be 'ring', 'hierarchical' or 'best', got '", name, "'"));
 }
 
-const char* algo_name(AllReduceAlgo algo) { return algo == AllReduceAlgo::kRing ? "ring" : "hierarchical"; }
+const char* algo_name(AllReduceAlgo algo) {
+  return algo == AllReduceAlgo::kRing ? "ring" : algo == AllReduceAlgo::kHierarchical ? "hierarchical" : "best";
+}
 
 double inter_bandwidth_per_rank(const Topology& t) {
   return t.inter.bandwidth_Bps * t.nics_per_node / t.ranks_per_node;
@@ -85,7 +88,9 @@ double hierarchical_all_reduce_s(double bytes, const Topology& t) {
 }
 
 double all_reduce_s(double bytes, const Topology& t, AllReduceAlgo algo) {
-  return algo == AllReduceAlgo::kRing ? flat_all_reduce_s(bytes, t) : hierarchical_all_reduce_s(bytes, t);
+  if (algo == AllReduceAlgo::kRing) return flat_all_reduce_s(bytes, t);
+  if (algo == AllReduceAlgo::kHierarchical) return hierarchical_all_reduce_s(bytes, t);
+  return std::min(flat_all_reduce_s(bytes, t), hierarchical_all_reduce_s(bytes, t));
 }
 
 double exposed_comm_s(double comm_s, double backward_s, double overlap_fraction) {

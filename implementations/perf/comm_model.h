@@ -47,9 +47,10 @@ struct Topology {
   Link inter;
 };
 
-enum class AllReduceAlgo { kRing, kHierarchical };
+// kBest: the faster of the two for the buffer and topology (what a library that tunes per call does).
+enum class AllReduceAlgo { kRing, kHierarchical, kBest };
 
-// "ring" or "hierarchical"; anything else is an InputError naming `where`.
+// "ring", "hierarchical" or "best"; anything else is an InputError naming `where`.
 AllReduceAlgo parse_all_reduce_algo(const std::string& name, const std::string& where);
 const char* algo_name(AllReduceAlgo algo);
 

@@ -220,6 +220,10 @@ TEST(CommModel, LinkTableAndErrors) {
     EXPECT_NE(std::string(e.what()).find("ib-hdr"), std::string::npos);
   }
   EXPECT_THROW(parse_all_reduce_algo("tree", "--algo"), InputError);
+  const Topology t{64, 8, 8, find_link("nvlink3"), find_link("ib-hdr")};
+  for (double bytes : {1e4, 1e6, 6.7e8})
+    EXPECT_DOUBLE_EQ(all_reduce_s(bytes, t, parse_all_reduce_algo("best", "x")),
+                     std::min(flat_all_reduce_s(bytes, t), hierarchical_all_reduce_s(bytes, t)));
   EXPECT_EQ(parse_all_reduce_algo("hierarchical", "x"), AllReduceAlgo::kHierarchical);
 }
 
