@@ -107,6 +107,7 @@ Json row_json(const ValidationRow& w) {
               {"mean_samples", r.mean_samples},
               {"olympic_minutes", r.olympic_minutes},
               {"inputs_from", r.inputs_from},
+              {"network_assumed", r.network_assumed},
               {"source", r.source},
               {"algo", r.algo},
               {"calibrated_from", w.calibrated_from},
@@ -144,6 +145,8 @@ int cmd_validate(const Options& opt) {
   if (opt.flag("json")) {
     Json out{{"median_abs_error_logged", v.median_abs_error_logged},
              {"median_abs_error_rcp", v.median_abs_error_rcp},
+             {"median_abs_error_logged_all", v.median_abs_error_logged_all},
+             {"median_abs_error_rcp_all", v.median_abs_error_rcp_all},
              {"calibrations", Json::array()},
              {"rows", Json::array()}};
     for (const auto& c : v.calibrations)
@@ -165,15 +168,17 @@ int cmd_validate(const Options& opt) {
   for (const auto& w : v.rows) {
     const auto& r = w.result;
     std::cout << "| " << r.id << " | " << r.nodes << "x" << r.gpus_per_node << " | " << r.global_batch << " | "
-              << r.inputs_from << " | " << fmt("%.3f", r.olympic_minutes) << " | " << fmt("%.1f", 1e3 * w.step.step_s)
+              << r.inputs_from << (r.network_assumed ? ", network assumed" : "") << " | " << fmt("%.3f", r.olympic_minutes) << " | " << fmt("%.1f", 1e3 * w.step.step_s)
               << " (" << fmt("%.1f", 1e3 * w.step.comm_s) << " " << r.algo << ") | "
               << fmt("%.3f", w.predicted_logged_minutes) << " | " << pct(w.error_logged) << " | "
               << fmt("%.0f", w.rcp_samples) << " | " << fmt("%.3f", w.predicted_rcp_minutes) << " | "
               << pct(w.error_rcp) << " |\n";
   }
-  std::cout << "\nMedian absolute error over " << v.rows.size() << " results: " << pct(v.median_abs_error_logged).substr(1)
-            << " at the logged samples (the speed model), " << pct(v.median_abs_error_rcp).substr(1)
-            << " at the RCP samples (the whole model).\n";
+  std::cout << "\nMedian absolute error over the " << v.described << " results whose system is described: "
+            << pct(v.median_abs_error_logged).substr(1) << " at the logged samples (the speed model), "
+            << pct(v.median_abs_error_rcp).substr(1) << " at the RCP samples (the whole model). Over all "
+            << v.rows.size() << " (network assumed where not described): " << pct(v.median_abs_error_logged_all).substr(1)
+            << " and " << pct(v.median_abs_error_rcp_all).substr(1) << ".\n";
   return 0;
 }
 

@@ -42,8 +42,13 @@ std::vector<PublishedResult> load_published_results(const std::string& path) {
     r.algo = f.required<std::string>("algo");
     r.source = f.required<std::string>("source");
     r.note = f.optional<std::string>("note", "");
+    const std::string network = f.optional<std::string>("network", "described");
     f.reject_unknown();
     const std::string where = cat(path, ": ", r.id);
+    if (network != "described" && network != "assumed")
+      throw_input(where, cat("network must be 'described' or 'assumed', got '", network, "'"));
+    r.network_assumed = network == "assumed";
+    if (r.network_assumed && r.nodes == 1) throw_input(where, "a single-node system has no network to assume");
     if (r.role != "calibration" && r.role != "predict")
       throw_input(where, cat("role must be 'calibration' or 'predict', got '", r.role, "'"));
     if (r.nodes < 1 || r.gpus_per_node < 1 || r.nics_per_node < 1 || r.global_batch < 1 || r.olympic_minutes <= 0 ||
@@ -211,7 +216,7 @@ Validation validate(const std::vector<PublishedResult>& results, const std::vect
     rate_of[r.device] = row;
     v.calibrations.push_back(row);
   }
-  std::vector<double> logged, from_rcp;
+  std::vector<double> logged, from_rcp, logged_all, from_rcp_all;
   for (const auto& r : results) {
     if (r.role != "predict") continue;
     const auto cal = rate_of.find(r.device);
@@ -229,12 +234,19 @@ Validation validate(const std::vector<PublishedResult>& results, const std::vect
     row.predicted_rcp_minutes = predict_run(row.step, row.device_samples_per_s, c.run).time_to_train_s / 60;
     row.error_logged = row.predicted_logged_minutes / r.olympic_minutes - 1;
     row.error_rcp = row.predicted_rcp_minutes / r.olympic_minutes - 1;
-    logged.push_back(row.error_logged);
-    from_rcp.push_back(row.error_rcp);
+    if (!r.network_assumed) {
+      logged.push_back(row.error_logged);
+      from_rcp.push_back(row.error_rcp);
+    }
+    logged_all.push_back(row.error_logged);
+    from_rcp_all.push_back(row.error_rcp);
     v.rows.push_back(row);
   }
+  v.described = static_cast<int>(logged.size());
   v.median_abs_error_logged = median_abs(logged);
   v.median_abs_error_rcp = median_abs(from_rcp);
+  v.median_abs_error_logged_all = median_abs(logged_all);
+  v.median_abs_error_rcp_all = median_abs(from_rcp_all);
   return v;
 }
 

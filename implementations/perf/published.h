@@ -23,6 +23,7 @@ struct PublishedResult {
   double olympic_minutes = 0;  // before RCP scaling
   double mean_samples = 0;     // samples trained, mean over the runs
   std::string inputs_from = "recorded";  // "tree" once read from the result logs
+  bool network_assumed = false;          // a multi-node system whose network no source describes
 };
 
 std::vector<PublishedResult> load_published_results(const std::string& path);
@@ -71,8 +72,12 @@ struct ValidationRow {
 struct Validation {
   std::vector<ValidationRow> rows;  // predicted results, in file order
   std::vector<ValidationRow> calibrations;
+  // Over the results whose system is described (network_assumed false), and over all of them.
   double median_abs_error_logged = 0;
   double median_abs_error_rcp = 0;
+  double median_abs_error_logged_all = 0;
+  double median_abs_error_rcp_all = 0;
+  int described = 0;
 };
 
 // eval_interval(gbs) gives the benchmark's eval interval for a global batch.
