@@ -230,3 +230,32 @@ def test_predict_bad_input_is_one_line(args, needle):
     out = run("predict", *args)
     assert out.returncode == 2, out.stdout
     assert out.stderr.strip().count("\n") == 0 and needle in out.stderr, out.stderr
+
+
+def test_predict_rate_from_flops_and_from_a_measured_step():
+    need_binary()
+    config = str(MLPERF / "a100_8x8.json")
+    # BERT-large over 254 real tokens and 76 predictions is about 0.49 TFLOP a sample, so 47% of the A100's
+    # 312 TFLOP/s is about 300 samples/s, the rate NVIDIA's and Baidu's v2.1 runs reached.
+    out = run("predict", "--config", config, "--mfu", "0.47", "--json", "--samples", "2700000")
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    assert report["device_samples_per_s"] == pytest.approx(300, rel=0.03)
+    # A measured single-device step of 0.16 s at 48 samples: 300 samples/s, and with no other devices
+    # the step is that step.
+    out = run("predict", "--config", config, "--step-time", "0.16", "--scale", "1x1,8x8", "--json",
+              "--samples", "2700000", "--startup-s", "0", "--eval-fixed-s", "0")
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    assert report["device_samples_per_s"] == pytest.approx(300)
+    one, many = report["rows"]
+    assert one["step_ms"] == pytest.approx(160) and one["comm_ms"] == 0
+    # 8x8 on HDR: a ring over 64 ranks, the 8 ports of a node carrying the data.
+    bytes_ = report["gradient_bytes"]
+    ring = 2 * 63 / 64 * bytes_ / (8 * 25e9) + 2 * 63 * 9.6e-6
+    assert many["comm_ms"] == pytest.approx(1e3 * ring)
+    assert many["step_ms"] == pytest.approx(160 + 1e3 * ring)
+    # Time to train: steps, plus 10,000 eval samples at 3x the rate on 64 GPUs at each eval.
+    steps, evals = 2700000 / 3072, 2700000 / 175000
+    minutes = (steps * many["step_ms"] / 1e3 + evals * 10000 / (64 * 3 * 300)) / 60
+    assert many["time_to_train_minutes"] == pytest.approx(minutes)
