@@ -60,7 +60,7 @@ double inter_bandwidth_per_rank(const Topology& t);
 // One ring over all nodes*ranks_per_node ranks, laid out node by node. On one node it runs on `intra`.
 // Across nodes every step crosses a network port: with one ring per port (NCCL's channels) each port
 // carries 1/nics_per_node of the data, so the step bandwidth is min(intra bw, nics_per_node * inter
-// bw) and its latency the inter-node one.
+// bw) (nics_per_node * inter bw with one rank a node) and its latency the larger of the two.
 double flat_all_reduce_s(double bytes, const Topology& t);
 
 // Reduce-scatter inside each node (intra), ring all-reduce of each rank's 1/ranks_per_node shard
