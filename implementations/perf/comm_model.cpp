@@ -22,6 +22,7 @@ const std::vector<NamedLink>& link_table() {
       {"eth-100g", {15e-6, 12.5e9}, "100 GbE, TCP: 100 Gb/s line rate; kernel TCP one-way latency, estimate"},
       {"eth-25g", {15e-6, 3.125e9}, "25 GbE, TCP: 25 Gb/s line rate; kernel TCP one-way latency, estimate"},
       {"eth-10g", {20e-6, 1.25e9}, "10 GbE, TCP: 10 Gb/s line rate; kernel TCP one-way latency, estimate"},
+      {"shm", {1e-6, 10e9}, "ranks of one host through shared memory (Open MPI's sm transport): memcpy-bound, estimate"},
   };
   return table;
 }
