@@ -1,0 +1,138 @@
+"""scripts/bertperf.sbatch under a real Slurm: slurmctld and slurmd from Debian's packages, started here with a
+generated slurm.conf (one node with 2 CPUs, auth/none, private ports and state under the test's folder). The batch
+script runs a 2-rank, 2-run tiny result set as job steps (srun --mpi=pmix), and bertperf-check accepts the tree.
+Skips, with the reason, where Slurm is not installed or its daemons cannot start here."""
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bertperf_paths import REPO, find_binary  # noqa: E402
+from test_harness_compliance import SYSTEM_FILE, write_tiny_benchmark  # noqa: E402
+
+BERTPERF = find_binary("bertperf")
+CHECK = REPO / ".venv" / "bin" / "bertperf-check"
+DAEMONS = ["slurmctld", "slurmd", "sbatch", "sinfo", "srun"]
+
+
+def free_ports(count):
+    sockets = [socket.socket() for _ in range(count)]
+    for s in sockets:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in sockets]
+    for s in sockets:
+        s.close()
+    return ports
+
+
+def slurm_conf(folder, host, ctld_port, d_port):
+    return f"""ClusterName=bertperftest
+SlurmctldHost={host}(127.0.0.1)
+SlurmctldPort={ctld_port}
+SlurmdPort={d_port}
+AuthType=auth/none
+CredType=cred/none
+SlurmUser=root
+SlurmdUser=root
+StateSaveLocation={folder}/state
+SlurmdSpoolDir={folder}/spool
+SlurmctldPidFile={folder}/slurmctld.pid
+SlurmdPidFile={folder}/slurmd.pid
+SlurmctldLogFile={folder}/slurmctld.log
+SlurmdLogFile={folder}/slurmd.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_CPU
+MpiDefault=none
+ReturnToService=2
+AccountingStorageType=accounting_storage/none
+JobAcctGatherType=jobacct_gather/none
+JobCompType=jobcomp/none
+SwitchType=switch/none
+NodeName={host} NodeAddr=127.0.0.1 CPUs=2 State=UNKNOWN
+PartitionName=test Nodes={host} Default=YES MaxTime=INFINITE State=UP
+"""
+
+
+@pytest.fixture
+def slurm(tmp_path):
+    """A one-node Slurm cluster for this test; yields the environment its clients need."""
+    missing = [d for d in DAEMONS if shutil.which(d) is None]
+    if missing:
+        pytest.skip(f"Slurm is not installed ({', '.join(missing)} missing; Debian: slurmctld slurmd slurm-client)")
+    if os.geteuid() != 0:
+        pytest.skip("slurmd must run as root to start job steps, and this test is not root")
+    folder = tmp_path / "slurm"
+    (folder / "state").mkdir(parents=True)
+    (folder / "spool").mkdir()
+    host = socket.gethostname().split(".")[0]
+    conf = folder / "slurm.conf"
+    conf.write_text(slurm_conf(folder, host, *free_ports(2)))
+    env = dict(os.environ, SLURM_CONF=str(conf))
+    for var in [v for v in env if v.startswith(("SLURM_", "SBATCH_", "SRUN_"))]:
+        if var != "SLURM_CONF":
+            del env[var]
+    daemons = [subprocess.Popen([name, "-D", "-f", str(conf)] + (["-i"] if name == "slurmctld" else []),
+                                stdout=open(folder / f"{name}.out", "w"), stderr=subprocess.STDOUT, env=env)
+               for name in ["slurmctld", "slurmd"]]
+    try:
+        deadline = time.time() + 30
+        state = ""
+        while time.time() < deadline:
+            if any(d.poll() is not None for d in daemons):
+                break
+            probe = subprocess.run(["sinfo", "-h", "-o", "%T"], capture_output=True, text=True, env=env, timeout=10)
+            state = probe.stdout.strip()
+            if state == "idle":
+                break
+            time.sleep(0.5)
+        if state != "idle":
+            logs = "".join((folder / f).read_text()[-600:] for f in ["slurmctld.out", "slurmd.out"])
+            pytest.skip(f"Slurm did not start here (node state '{state}'): {logs}")
+        yield env
+    finally:
+        for d in daemons:
+            if d.poll() is None:
+                d.terminate()
+        for d in daemons:
+            try:
+                d.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                d.kill()
+                d.wait()
+
+
+@pytest.mark.skipif(BERTPERF is None, reason="bertperf not built")
+def test_sbatch_result_set_passes_the_checker(slurm, tmp_path):
+    config = write_tiny_benchmark(tmp_path / "bench", runs=2)
+    data = json.loads(config.read_text())
+    data["batch"].update(ranks=2, local_batch_size=4)
+    config.write_text(json.dumps(data))
+    out = tmp_path / "tree"
+    env = dict(slurm, CONFIG=str(config), OUT=str(out), RUNS="2", SYSTEM_FILE=str(SYSTEM_FILE),
+               BERTPERF=str(BERTPERF))
+    start = time.time()
+    job = subprocess.run(["sbatch", "--wait", "--ntasks=2", "--chdir", str(REPO), "--output",
+                          str(tmp_path / "job.out"), str(REPO / "scripts" / "bertperf.sbatch")],
+                         capture_output=True, text=True, env=env, timeout=180)
+    output = (tmp_path / "job.out").read_text() if (tmp_path / "job.out").exists() else ""
+    print(f"sbatch job ended after {time.time() - start:.1f} s")
+    assert job.returncode == 0, job.stdout + job.stderr + output
+    results = out / "results" / "cpu_2c" / "bert"
+    assert sorted(p.name for p in results.iterdir()) == ["result_0.txt", "result_1.txt"], output
+    # One result per job step, each logged once by rank 0 of two.
+    assert output.count("run 1 of 2") == 1 and output.count("run 2 of 2") == 1, output
+    for log in results.iterdir():
+        keys = [json.loads(line.split(":::MLLOG ", 1)[1])["key"] for line in log.read_text().splitlines()]
+        assert keys.count("run_stop") == 1 and keys.count("init_start") == 1, log
+    check = subprocess.run([str(CHECK), "--rcp-bypass", "--seed-checker-bypass", str(out)], capture_output=True,
+                           text=True, timeout=300)
+    assert check.returncode == 0, check.stdout + check.stderr
