@@ -142,3 +142,31 @@ def test_sbatch_result_set_passes_the_checker(slurm, tmp_path):
     errors = [line for line in tree.stdout.splitlines() if ": error: " in line]
     assert len(errors) == 1 and "package:run-count] found 2 result_*.txt files" in errors[0], tree.stdout
     assert "2 of 2 runs comply" in tree.stdout, tree.stdout
+
+
+@pytest.mark.skipif(BERTPERF is None, reason="bertperf not built")
+def test_sbatch_rank_failure_ends_the_job_step(slurm, tmp_path):
+    """Rank 1 reads a corrupt shard in the first run's job step: the step and the job end non-zero within 60 s,
+    naming the rank and host; rank 0 logged the run as aborted; no second step starts."""
+    from test_rank_failure import corrupt_token, two_rank_benchmark
+    config = two_rank_benchmark(tmp_path / "bench")
+    corrupt_token(tmp_path / "bench" / "train_1.hdf5", 40)
+    out = tmp_path / "tree"
+    env = dict(slurm, CONFIG=str(config), OUT=str(out), RUNS="2", SYSTEM_FILE=str(SYSTEM_FILE),
+               BERTPERF=str(BERTPERF))
+    start = time.time()
+    job = subprocess.run(["sbatch", "--wait", "--ntasks=2", "--chdir", str(REPO), "--output",
+                          str(tmp_path / "job.out"), str(REPO / "scripts" / "bertperf.sbatch")],
+                         capture_output=True, text=True, env=env, timeout=180)
+    seconds = time.time() - start
+    output = (tmp_path / "job.out").read_text() if (tmp_path / "job.out").exists() else ""
+    print(f"sbatch job ended after {seconds:.1f} s (exit {job.returncode})")
+    assert job.returncode != 0, output
+    assert seconds < 60, output
+    host = socket.gethostname()
+    assert f"rank 1 on {host}: bertperf run-once: error: " in output and "token id 40" in output, output
+    assert "run 0 failed" in output and "run 2 of 2" not in output, output
+    results = out / "results" / "cpu_2c" / "bert"
+    assert sorted(p.name for p in results.iterdir()) == ["result_0.txt"], output
+    last = json.loads((results / "result_0.txt").read_text().splitlines()[-1].split(":::MLLOG ", 1)[1])
+    assert last["key"] == "run_stop" and last["metadata"]["status"] == "aborted"
