@@ -96,12 +96,14 @@ Identity identity_from_env() {
   return id;
 }
 
+#ifdef BERTPERF_HAVE_MPI
 // Throws when the launcher said something about `what` and it is not MPI's `value`.
 void agree(const Said& said, int value, const char* what) {
   if (said.value && *said.value != value)
     throw_input(said.var, cat("the launcher says ", what, " ", *said.value, " but MPI says ", value,
                               ": the launcher and the MPI library disagree (under srun, try --mpi=pmix)"));
 }
+#endif
 
 std::string host_name() {
   char name[256] = {};
@@ -154,7 +156,7 @@ std::unique_ptr<DistContext> DistContext::single() {
 
 std::unique_ptr<DistContext> DistContext::create() {
   const Launch launch = launch_from_env();
-  const Identity said = launch.launched ? identity_from_env() : Identity{};
+  [[maybe_unused]] const Identity said = launch.launched ? identity_from_env() : Identity{};
   std::unique_ptr<DistContext> c = single();
   if (!launch.launched) return c;
 #ifndef BERTPERF_HAVE_MPI
