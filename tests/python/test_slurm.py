@@ -170,3 +170,38 @@ def test_sbatch_rank_failure_ends_the_job_step(slurm, tmp_path):
     assert sorted(p.name for p in results.iterdir()) == ["result_0.txt"], output
     last = json.loads((results / "result_0.txt").read_text().splitlines()[-1].split(":::MLLOG ", 1)[1])
     assert last["key"] == "run_stop" and last["metadata"]["status"] == "aborted"
+
+
+@pytest.mark.skipif(BERTPERF is None, reason="bertperf not built")
+def test_sbatch_killed_rank_ends_the_job_step(slurm, tmp_path):
+    """Rank 1 of the first run's job step gets SIGKILL mid-run: srun (--kill-on-bad-exit) ends the step and the job
+    within 60 s of the kill, naming the task and host; no rank stays, no result is written, no second step starts."""
+    from test_rank_failure import alive, two_rank_benchmark, wait_for_run_start
+    config = two_rank_benchmark(tmp_path / "bench", target=0.99)
+    out = tmp_path / "tree"
+    env = dict(slurm, CONFIG=str(config), OUT=str(out), RUNS="2", SYSTEM_FILE=str(SYSTEM_FILE),
+               BERTPERF=str(BERTPERF))
+    job = subprocess.Popen(["sbatch", "--wait", "--ntasks=2", "--chdir", str(REPO), "--output",
+                            str(tmp_path / "job.out"), str(REPO / "scripts" / "bertperf.sbatch")],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    try:
+        ranks = wait_for_run_start(config, out / "results" / "cpu_2c" / "bert", variable=b"SLURM_PROCID=")
+        os.kill(ranks[1], 9)
+        killed = time.time()
+        job.communicate(timeout=120)
+    finally:
+        if job.poll() is None:
+            job.kill()
+    seconds = time.time() - killed
+    output = (tmp_path / "job.out").read_text()
+    print(f"sbatch job ended {seconds:.1f} s after rank 1 was killed (exit {job.returncode})")
+    assert job.returncode != 0, output
+    assert seconds < 60, output
+    assert f"{socket.gethostname()}: task 1: Killed" in output, output
+    assert "run 2 of 2" not in output, output
+    for _ in range(100):
+        if not alive(ranks[0]):
+            break
+        time.sleep(0.1)
+    assert not alive(ranks[0]), "rank 0 still runs"
+    assert sorted(p.name for p in (out / "results" / "cpu_2c" / "bert").iterdir()) == [], output
