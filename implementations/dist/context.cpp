@@ -100,7 +100,7 @@ Identity identity_from_env() {
 // Throws when the launcher said something about `what` and it is not MPI's `value`.
 void agree(const Said& said, int value, const char* what) {
   if (said.value && *said.value != value)
-    throw_input(said.var, cat("the launcher says ", what, " ", *said.value, " but MPI says ", value,
+    throw_input(said.var, cat("the launcher says ", what, " is ", *said.value, " but MPI says ", value,
                               ": the launcher and the MPI library disagree (under srun, try --mpi=pmix)"));
 }
 #endif
@@ -206,12 +206,12 @@ std::unique_ptr<DistContext> DistContext::create() {
     MPI_CHECK(MPI_Comm_free(&local));
     c->node_ = node[0];
     c->nodes_ = node[1];
-    agree(said.rank, c->rank_, "this is rank");
-    agree(said.size, c->size_, "the job has ranks:");
-    agree(said.size2, c->size_, "the job has ranks:");
-    agree(said.local_rank, c->local_rank_, "the local rank is");
-    agree(said.local_size, c->local_size_, "the ranks on this node are");
-    agree(said.nodes, c->nodes_, "the nodes are");
+    agree(said.rank, c->rank_, "this process's rank");
+    agree(said.size, c->size_, "the number of ranks");
+    agree(said.size2, c->size_, "the number of ranks");
+    agree(said.local_rank, c->local_rank_, "the local rank");
+    agree(said.local_size, c->local_size_, "the number of ranks on this node");
+    agree(said.nodes, c->nodes_, "the number of nodes");
     if (said.node.value) {
       if (said_node[0] != -said_node[1])
         throw_input(said.node.var, cat("the launcher puts the ranks that share this host's memory on nodes ",

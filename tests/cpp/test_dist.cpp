@@ -323,10 +323,11 @@ TEST(DistJob, SrunIdentityMustAgreeWithMpi) {
   EXPECT_EQ(ok.code, 0) << ok.out << ok.err;
   EXPECT_NE(ok.out.find("rank=0 size=1 local_rank=0 local_size=1 node=0 nodes=1"), std::string::npos) << ok.out;
   for (const auto& [env, message] : std::vector<std::pair<std::string, std::string>>{
-           {"SLURM_PROCID=1 SLURM_NODEID=0", "SLURM_PROCID: the launcher says this is rank 1 but MPI says 0"},
+           {"SLURM_PROCID=1 SLURM_NODEID=0", "SLURM_PROCID: the launcher says this process's rank is 1 but MPI says 0"},
            {"SLURM_PROCID=0 SLURM_NODEID=1", "SLURM_NODEID: the launcher says node 1 but MPI sees 1 node"},
-           {"SLURM_PROCID=0 SLURM_NODEID=0 SLURM_LOCALID=1", "SLURM_LOCALID: the launcher says the local rank is 1"},
-           {"SLURM_PROCID=0 SLURM_NODEID=0 SLURM_STEP_NUM_NODES=2", "SLURM_STEP_NUM_NODES: the launcher says the nodes are 2 but MPI says 1"},
+           {"SLURM_PROCID=0 SLURM_NODEID=0 SLURM_LOCALID=1", "SLURM_LOCALID: the launcher says the local rank is 1 but MPI says 0"},
+           {"SLURM_PROCID=0 SLURM_NODEID=0 SLURM_STEP_NUM_NODES=2", "SLURM_STEP_NUM_NODES: the launcher says the number of nodes is 2 but MPI says 1"},
+           {"SLURM_PROCID=0 SLURM_NODEID=0 SLURM_NTASKS=2", "SLURM_NTASKS: the launcher says the number of ranks is 2 but MPI says 1"},
            {"SLURM_PROCID=zero", "SLURM_PROCID: 'zero' is not a count"}}) {
     const Job job = run_probe(step + env, "check", 60);
     EXPECT_EQ(job.code, 2) << env << ": " << job.out << job.err;
