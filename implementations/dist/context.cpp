@@ -165,6 +165,11 @@ std::unique_ptr<DistContext> DistContext::create() {
                         ") but bertperf was built without MPI; install Open MPI and rebuild, or start a single process"));
   return c;
 #else
+  // srun without an MPI plugin hands its tasks no PMIx or PMI contact, and MPI_Init would fail in many lines.
+  if (launch.several && launch.source.rfind("SLURM_STEP_NUM_TASKS", 0) == 0 && !std::getenv("PMIX_RANK") &&
+      !std::getenv("PMI_RANK") && !std::getenv("PMI_FD"))
+    throw_input("", cat("this process is one of several tasks (", launch.source,
+                        ") but srun gave it no PMIx or PMI contact, so MPI cannot join the tasks: run srun --mpi=pmix"));
   int initialized = 0, provided = MPI_THREAD_SINGLE;
   MPI_CHECK(MPI_Initialized(&initialized));
   if (initialized) {

@@ -6,8 +6,9 @@
 // Launched means the environment names a launcher's job: OMPI_COMM_WORLD_SIZE (mpirun), PMI_SIZE or PMIX_RANK
 // (PMI launchers), SLURM_STEP_NUM_TASKS (srun; not SLURM_PROCID alone, which a batch script's own shell has too).
 // MPI then starts with MPI_THREAD_MULTIPLE where the library has it (FUNNELED at least: only the main thread calls
-// MPI), and must see as many ranks as the launcher says it started; a multi-task launch of a build without MPI is
-// refused (InputError) rather than run as independent single-rank trainings.
+// MPI), and must see as many ranks as the launcher says it started; a multi-task launch of a build without MPI, or
+// an srun step without an MPI plugin (no PMIx or PMI variables), is refused (InputError) rather than run as
+// independent single-rank trainings or left to fail inside MPI_Init.
 //
 // The launcher's own account of the process must agree with MPI's, or the job is refused with one line naming the
 // variable: under mpirun OMPI_COMM_WORLD_RANK, _LOCAL_RANK and _LOCAL_SIZE; under srun (no mpirun inside it)

@@ -302,13 +302,19 @@ TEST(DistJob, LauncherAndMpiMustAgree) {
 #ifndef BERTPERF_HAVE_MPI
   GTEST_SKIP() << "built without MPI";
 #else
-  // srun said two tasks, but MPI started as a singleton (what an srun without the right --mpi plugin does): two
-  // independent single-rank trainings would follow, so it is refused.
-  const Job job = run_probe("env SLURM_STEP_NUM_TASKS=2", "check", 60);
+  // A PMI launcher said two tasks, but MPI started as a singleton: two independent single-rank trainings would
+  // follow, so it is refused.
+  const Job job = run_probe("env PMI_SIZE=2", "check", 60);
   EXPECT_EQ(job.code, 2) << job.out << job.err;
-  EXPECT_NE(job.err.find("dist_probe: error: this process is one of 2 tasks (SLURM_STEP_NUM_TASKS=2) but MPI sees 1 rank"),
+  EXPECT_NE(job.err.find("dist_probe: error: this process is one of 2 tasks (PMI_SIZE=2) but MPI sees 1 rank"),
             std::string::npos)
       << job.err;
+  // srun said two tasks and gave no PMIx or PMI contact (no --mpi plugin): refused before MPI_Init, which would fail
+  // in many lines.
+  const Job srun = run_probe("env SLURM_STEP_NUM_TASKS=2", "check", 60);
+  EXPECT_EQ(srun.code, 2) << srun.out << srun.err;
+  EXPECT_EQ(srun.err, "dist_probe: error: this process is one of several tasks (SLURM_STEP_NUM_TASKS=2) but srun "
+                      "gave it no PMIx or PMI contact, so MPI cannot join the tasks: run srun --mpi=pmix\n");
 #endif
 }
 

@@ -205,3 +205,22 @@ def test_sbatch_killed_rank_ends_the_job_step(slurm, tmp_path):
         time.sleep(0.1)
     assert not alive(ranks[0]), "rank 0 still runs"
     assert sorted(p.name for p in (out / "results" / "cpu_2c" / "bert").iterdir()) == [], output
+
+
+@pytest.mark.skipif(find_binary("dist_probe") is None, reason="dist_probe not built")
+def test_srun_ranks_agree_with_mpi_or_are_refused(slurm):
+    """Under srun --mpi=pmix each task is the rank, local rank and node Slurm says; without an MPI plugin the tasks
+    could not join (Open MPI's MPI_Init fails in many lines), and each refuses with one line before it."""
+    probe = str(find_binary("dist_probe"))
+    ok = subprocess.run(["srun", "--ntasks=2", "--mpi=pmix", "--kill-on-bad-exit=1", probe, "check"],
+                        capture_output=True, text=True, env=slurm, timeout=120)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    ranks = sorted(line for line in ok.stdout.splitlines() if line.startswith("rank="))
+    assert [r.split(" host=")[0] for r in ranks] == [
+        "rank=0 size=2 local_rank=0 local_size=2 node=0 nodes=1",
+        "rank=1 size=2 local_rank=1 local_size=2 node=0 nodes=1"], ok.stdout
+    refused = subprocess.run(["srun", "--ntasks=2", "--mpi=none", probe, "check"], capture_output=True, text=True,
+                             env=slurm, timeout=120)
+    assert refused.returncode != 0, refused.stdout + refused.stderr
+    assert refused.stderr.count("dist_probe: error: this process is one of several tasks (SLURM_STEP_NUM_TASKS=2) "
+                                "but srun gave it no PMIx or PMI contact") == 2, refused.stderr
