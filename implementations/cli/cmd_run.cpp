@@ -246,12 +246,14 @@ int cmd_run_once(const Args& args, DistContext& world) {
   // and its log committed first, unless this rank has finished it already.
   std::mutex ending;
   bool ended = false;
+  TimedRunState state;
+  options.state = &state;
   if (temp)
     world.on_peer_failure([&](const std::string& line) {
       std::lock_guard<std::mutex> lock(ending);
       if (ended) return;
       ended = true;
-      log.end("run_stop", nullptr, {{"status", "aborted"}});
+      log_run_aborted(log, config, state);
       log.close_file();
       temp->commit();
       std::cerr << "bertperf run-once: run aborted (" << line << ") -> " << log_path.string() << "\n";

@@ -113,8 +113,14 @@ def test_corrupt_shard_on_rank_1_ends_the_job_and_rank_0_logs_aborted(tmp_path):
     assert "bertperf run-once: run aborted (rank 1 on" in proc.stderr, proc.stderr
     lines = log.read_text().splitlines()
     keys = [json.loads(line.split(":::MLLOG ", 1)[1])["key"] for line in lines]
-    assert keys.count("run_start") == 1 and keys[-1] == "run_stop", keys[-5:]
+    assert keys.count("run_start") == 1, keys
+    assert keys[-5:] == ["block_stop", "epoch_stop", "train_samples", "eval_samples", "run_stop"], keys[-5:]
     assert json.loads(lines[-1].split(":::MLLOG ", 1)[1])["metadata"]["status"] == "aborted"
+    # The log is complete: the checker finds only that no evaluation happened (the run ended in its first step).
+    check = subprocess.run([str(Path(sys.executable).parent / "bertperf-check"), "--json", str(log)],
+                           capture_output=True, text=True, timeout=120)
+    findings = [f for i in json.loads(check.stdout)["inputs"] for f in i["result"]["findings"]]
+    assert [f["rule"] for f in findings] == ["5.0.0/closed_bert/eval_accuracy:at-least-one"], findings
     assert leftovers(logs) == []
 
 
