@@ -243,7 +243,7 @@ int cmd_run_once(const Args& args, DistContext& world) {
                                            .name_space = "",
                                            .rank = world.rank()});
   // Another rank's failure ends the job from rank 0's watcher thread (dist/context.h): the run is logged as aborted
-  // and its log committed first, unless this rank has finished it already.
+  // and its log committed first, unless this rank has finished it already (its own log then stands).
   std::mutex ending;
   bool ended = false;
   TimedRunState state;
@@ -264,12 +264,13 @@ int cmd_run_once(const Args& args, DistContext& world) {
   } clear_hook{world};
   const TimedRunResult result = timed_run(config, system, log, options, world, train_session_factory(world));
   {
+    // A failure reported from here on waits until the finished log is in place.
     std::lock_guard<std::mutex> lock(ending);
     ended = true;
+    log.close_file();
+    if (temp) temp->commit();
   }
-  log.close_file();
   if (temp) {
-    temp->commit();
     std::cerr << "bertperf run-once: " << result.status << " after "
               << (result.run_stop_ms - result.run_start_ms) / 60000.0 << " min, " << result.samples_trained
               << " samples, best mlm accuracy " << result.best_accuracy << ", seed " << result.seed

@@ -224,3 +224,14 @@ def test_srun_ranks_agree_with_mpi_or_are_refused(slurm):
     assert refused.returncode != 0, refused.stdout + refused.stderr
     assert refused.stderr.count("dist_probe: error: this process is one of several tasks (SLURM_STEP_NUM_TASKS=2) "
                                 "but srun gave it no PMIx or PMI contact") == 2, refused.stderr
+
+
+@pytest.mark.skipif(BERTPERF is None, reason="bertperf not built")
+def test_srun_outside_an_allocation_is_one_line(tmp_path):
+    config = write_tiny_benchmark(tmp_path / "bench", runs=2)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+    proc = subprocess.run([str(BERTPERF), "run", "--config", str(config), "--out", str(tmp_path / "tree"), "--srun",
+                           "--system-file", str(SYSTEM_FILE)], capture_output=True, text=True, env=env, timeout=60)
+    assert proc.returncode == 2
+    assert proc.stderr == ("bertperf run: error: command line: --srun needs a Slurm allocation (SLURM_JOB_ID is not "
+                           "set): use sbatch or salloc\n"), proc.stderr
