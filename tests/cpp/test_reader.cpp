@@ -664,8 +664,18 @@ TEST(Reader, BalancedBatchesDealEachStepOnce) {
         PretrainingReader again(options(pack, W, r, n, true));
         expect_same_batches(per_rank[r], all_batches(again), true);
       }
-      size_t worst = 0;
+      size_t worst = 0, worst_in_order = 0;
       for (size_t step = 0; step < global.size(); ++step) {
+        if (!pack) {  // the same step cut into W x n batches in read order, for comparison
+          const Batch& g = global[step];
+          int most = 0, least = INT32_MAX;
+          for (int j = 0; j < W * n; ++j) {
+            const int tokens = g.cu_seqlens[(j + 1) * rows] - g.cu_seqlens[j * rows];
+            most = std::max(most, tokens);
+            least = std::min(least, tokens);
+          }
+          worst_in_order = std::max(worst_in_order, size_t(most - least));
+        }
         std::multiset<SeqKey> want, got;
         add_sequences(global[step], want);
         int longest = 0;  // the longest row: a sequence, or a packed row (at most seq_len)
@@ -689,7 +699,12 @@ TEST(Reader, BalancedBatchesDealEachStepOnce) {
         worst = std::max(worst, size_t(most - least));
       }
       std::cout << (pack ? "packed" : "variable-length") << ", " << W << "x" << n << ": largest spread " << worst
-                << " tokens over " << global.size() << " steps\n";
+                << " tokens over " << global.size() << " steps";
+      if (!pack) std::cout << " (" << worst_in_order << " cut in read order)";
+      std::cout << "\n";
+      if (!pack) {
+        EXPECT_LT(worst, worst_in_order);
+      }
     }
   }
   // The same step's batches whether they are W ranks' single micro-batches or one rank's W micro-batches.
