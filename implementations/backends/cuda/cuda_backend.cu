@@ -90,7 +90,8 @@ class CudaBackend final : public Backend {
           cudaGetLastError();
           throw_input("cuda backend", cat("cannot allocate ", bytes, " bytes of device memory"));
         }
-        CUDA_CHECK(cudaMemset(p, 0, rounded));
+        // On the backend's stream (non-blocking, so not ordered with the legacy default stream's cudaMemset).
+        CUDA_CHECK(cudaMemsetAsync(p, 0, rounded, ctx_.stream));
         return p;
       case MemoryKind::PINNED:
         if (cudaHostAlloc(&p, rounded, cudaHostAllocDefault) != cudaSuccess) {
