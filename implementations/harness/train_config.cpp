@@ -10,6 +10,7 @@
 #include <filesystem>
 
 #include "core/json_fields.h"
+#include "data/reader.h"
 
 namespace bertperf {
 
@@ -273,9 +274,11 @@ TrainConfig load_train_config(const std::string& path, bool check_data) {
   c.division = bench.division;
   const int64_t gbs = c.global_batch_size();
   c.eval_interval_samples = interval_override > 0 ? interval_override : bench.cadence.interval(gbs);
+  const int64_t sequences_per_row = c.packed ? ReaderOptions{}.max_sequences_per_row : 1;
   c.max_samples = max_override > 0                 ? max_override
                   : bench.max_samples > 0          ? bench.max_samples
-                                                   : c.lamb.train_steps * gbs;
+                                                   : c.lamb.train_steps * gbs * sequences_per_row;
+  if (max_override == 0 && bench.max_samples == 0) c.max_steps = c.lamb.train_steps;
   require(c.max_samples >= gbs, path, cat("max_samples ", c.max_samples, " is less than one global batch (", gbs, ")"));
   return c;
 }

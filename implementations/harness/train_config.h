@@ -64,7 +64,11 @@ struct TrainConfig {
   int64_t eval_samples = 10000;
   int eval_batch_size = 16;
   double target_accuracy = 0.720;
-  int64_t max_samples = 0;  // abort when reached
+  int64_t max_samples = 0;  // abort when reached (sequences, in every layout)
+  // Abort after this many optimizer steps (0: no step limit). Without max_samples in the config or
+  // the benchmark, a run is the LR schedule's train_steps optimizer steps in every layout, and
+  // max_samples is the most sequences those steps can hold (a packed row holds several).
+  int64_t max_steps = 0;
   // From benchmark.json.
   std::string submission_benchmark = "bert";  // the MLPerf keyword logged and used as result folder
   int runs = 10;                              // runs per result set

@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "data/layouts.h"
 #include "data/reader.h"
 #include "dist/reducer.h"
 #include "harness/train_step.h"
@@ -62,6 +63,7 @@ struct TrainSession::Impl {
   bool eval_loaded = false;
   std::unique_ptr<BatchStage> eval_stage;
   TrainProgress progress;
+  int64_t eval_sequences = 0;
 
   Impl(const TrainConfig& c, uint64_t run_seed, DistContext& d)
       : config(c),
@@ -90,6 +92,9 @@ struct TrainSession::Impl {
     }
     params.upload(host);
     for (const Batch& b : micro) micro_ptrs.push_back(&b);
+    // An empty eval set would report accuracy 0 over sequences never evaluated.
+    eval_sequences = count_shard(c.eval_file).sequences;
+    if (eval_sequences == 0) throw_input(c.eval_file, "the eval file holds no sequences");
   }
 
   // One seed for the whole job, whatever each rank was handed; checked before anything is built from it.
@@ -192,6 +197,7 @@ TrainProgress TrainSession::train_until(int64_t target_samples,
 }
 
 EvalResult TrainSession::evaluate() { return impl_->evaluate(); }
+int64_t TrainSession::eval_sequences() const { return impl_->eval_sequences; }
 const TrainProgress& TrainSession::progress() const { return impl_->progress; }
 std::string TrainSession::backend_description() const { return impl_->backend->describe(); }
 

@@ -73,7 +73,8 @@ class Logger {
 
   // Re-targets the logger; closes any previous file.
   void configure(const Options& options);
-  // Flushes and closes the file sink (e.g. before renaming it into place).
+  // Flushes, syncs to disk and closes the file sink (e.g. before renaming it into place); an
+  // InputError naming the file when any of it fails. Every line is also checked as it is written.
   void close_file();
   bool enabled() const { return rank_ == 0; }
 
@@ -93,6 +94,7 @@ class Logger {
   std::mutex mutex_;
   bool to_stdout_ = true;
   std::FILE* file_ = nullptr;
+  std::string file_path_;
   std::string name_space_;
   int rank_ = 0;
 };

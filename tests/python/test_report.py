@@ -67,7 +67,10 @@ OFFICIAL_JOBS = {
     "v4.0": ([("v4.0", "NVIDIA")], "4.0.0"),
     "dropped": ([("dropped", "NVIDIA")], "4.0.0"),
     "scaled": ([("scaled", "NVIDIA")], "4.0.0"),
+    "late_init": ([("late_init", "NVIDIA")], "4.0.0"),
+    "late_init2": ([("late_init2", "NVIDIA")], "4.0.0"),
 }
+LATE_INIT_RUNS = {"late_init": ["result_2.txt"], "late_init2": ["result_2.txt", "result_6.txt"]}
 H200_BERT = Path("results") / "h200_ngc23.09_pytorch" / "bert"
 
 
@@ -79,6 +82,18 @@ def _make_dropped_run_tree(dest: Path) -> None:
     text = re.sub(r'("key": "eval_accuracy", "value": )[0-9.]+', r"\g<1>0.5", text)
     text = text.replace('"status": "success"', '"status": "aborted"')
     log.write_text(text, encoding="latin-1")
+
+
+def _make_late_init_tree(dest: Path, runs) -> None:
+    """The v4.0 tree where the given runs converge but took 32 min to initialise (30 allowed):
+    every init_start moved 32 minutes earlier."""
+    shutil.copytree(RESULTS / "v4.0" / "NVIDIA", dest)
+    for name in runs:
+        log = dest / H200_BERT / name
+        text = log.read_text(encoding="latin-1")
+        text = re.sub(r'"time_ms": (\d+)(, "event_type": "INTERVAL_START", "key": "init_start")',
+                      lambda m: f'"time_ms": {int(m.group(1)) - 32 * 60_000}{m.group(2)}', text)
+        log.write_text(text, encoding="latin-1")
 
 
 def _make_scaled_tree(dest: Path) -> None:
@@ -119,6 +134,8 @@ def official(tmp_path_factory):
                 _make_dropped_run_tree(dest)
             elif round_name == "scaled":
                 _make_scaled_tree(dest)
+            elif round_name in LATE_INIT_RUNS:
+                _make_late_init_tree(dest, LATE_INIT_RUNS[round_name])
             else:
                 shutil.copytree(RESULTS / round_name / org, dest)
         folder = str(work / "orgs") + "/{*}"  # every organisation folder in it
@@ -173,6 +190,35 @@ def test_dropped_run_matches_official_summarizer(official, tmp_path):
     assert mine.dropped == 1
     assert mine.score_min == pytest.approx(row["bert:time_to_train"], rel=0, abs=1e-9)
     assert mine.samples_to_converge == row["bert:samples_to_converge"]
+
+
+@needs_shared
+@pytest.mark.parametrize("job", sorted(LATE_INIT_RUNS))
+def test_compliance_filter_matches_official_summarizer(official, tmp_path, job, capsys):
+    """Runs that converged but overran the 30-minute init budget: with the ruleset, the reporter
+    drops them as the summarizer does (one: the olympic mean of the rest; two: no score), and
+    names each with its reason; without a ruleset it keeps them."""
+    org = tmp_path / "NVIDIA"
+    _make_late_init_tree(org, LATE_INIT_RUNS[job])
+    row = official[(job, "NVIDIA")]
+    (mine,) = find_result_sets([str(org)], ruleset="4.0.0")
+    assert sorted(r.name for r in mine.runs if not r.converged) == LATE_INIT_RUNS[job]
+    theirs = row["bert:time_to_train"]
+    if len(LATE_INIT_RUNS[job]) == 1:
+        assert mine.score_min == pytest.approx(theirs, rel=0, abs=1e-9)
+        assert mine.score_min != pytest.approx(ours(org).score_min, rel=0, abs=1e-9)
+    else:
+        assert theirs is None or theirs != theirs  # no score (None or NaN)
+        assert mine.score_min is None
+    for run in mine.runs:
+        if not run.converged:
+            assert "init_stop" in run.failure and "initialisation took 32" in run.failure
+            assert f"dropped {run.name}" in mine.score_note
+    assert ours(org).dropped == 0  # no ruleset: no compliance filter
+    status, out, _ = run_report([org, "--ruleset", "4.0.0", "--format", "markdown"], capsys)
+    assert status == 0
+    for name in LATE_INIT_RUNS[job]:
+        assert f"dropped {name}" in out
 
 
 @needs_shared

@@ -134,7 +134,11 @@ class ResultSet:
     def score_note(self) -> str:
         notes = []
         if self.dropped > MAX_DROPPED_RUNS:
-            notes.append(f"no score: {self.dropped} of {len(self.runs)} runs did not converge (at most 1 may)")
+            notes.append(f"no score: {self.dropped} of {len(self.runs)} runs did not converge or failed "
+                         "compliance (at most 1 may)")
+        for run in self.runs:
+            if run.compliance and run.status == "success" and run.reached_target:
+                notes.append(f"dropped {run.name}: {run.failure}")
         if self.rcp_verdict == "fail":
             notes.append(f"RCP check failed: {self.rcp_message}")
         return "; ".join(notes)
@@ -168,7 +172,7 @@ def _read_scaling(bench_dir: str) -> Optional[float]:
     return float(factor)
 
 
-def _make_set(bench_dir: str, tree: str, target: float) -> ResultSet:
+def _make_set(bench_dir: str, tree: str, target: float, ruleset: Optional[str] = None) -> ResultSet:
     bench_dir = os.path.abspath(bench_dir)
     system_dir = os.path.dirname(bench_dir)
     results_dir = os.path.dirname(system_dir)
@@ -189,7 +193,7 @@ def _make_set(bench_dir: str, tree: str, target: float) -> ResultSet:
             result_set.division = desc.get("division")
             result_set.accelerators = _accelerator_count(desc)
     files = sorted(glob.glob(os.path.join(glob.escape(bench_dir), "result_*.txt")), key=_run_order)
-    result_set.runs = [read_run(f, target) for f in files]
+    result_set.runs = [read_run(f, target, ruleset) for f in files]
     _apply_scaling(result_set)
     return result_set
 
@@ -210,8 +214,10 @@ def _apply_scaling(result_set: ResultSet) -> None:
         result_set.scaling_factor, result_set.scaling_source = rcp_factor, "RCP"
 
 
-def find_result_sets(trees: Sequence[str], target: float = TARGET_ACCURACY) -> List[ResultSet]:
-    """Every result set below the given trees, in argument order, with unique labels."""
+def find_result_sets(trees: Sequence[str], target: float = TARGET_ACCURACY,
+                     ruleset: Optional[str] = None) -> List[ResultSet]:
+    """Every result set below the given trees, in argument order, with unique labels. With a
+    ruleset, runs that fail its compliance check are dropped, as the official summarizer does."""
     sets: List[ResultSet] = []
     for tree in trees:
         if not os.path.exists(tree):
@@ -223,7 +229,7 @@ def find_result_sets(trees: Sequence[str], target: float = TARGET_ACCURACY) -> L
         for dirpath, dirnames, filenames in os.walk(tree):
             dirnames.sort()
             if any(re.fullmatch(r"result_.*\.txt", f) for f in filenames):
-                found.append(_make_set(dirpath, tree, target))
+                found.append(_make_set(dirpath, tree, target, ruleset))
         if not found:
             raise ReportInputError(f"{tree}: no result_*.txt logs below it "
                                    "(expected <org>/results/<system>/bert/result_*.txt)")
