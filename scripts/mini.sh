@@ -75,15 +75,15 @@ trees=("$out")
 if [ -d "$baseline/results" ] && [ "$(realpath "$baseline")" != "$(realpath "$out")" ]; then
   trees=("$baseline" "$out")
 fi
-.venv/bin/bertperf-report "${trees[@]}" --target "$target" --plots "$out/plots" || status=1
+.venv/bin/bertperf-report "${trees[@]}" --ruleset 5.0.0 --target "$target" --plots "$out/plots" || status=1
 regression=0
-.venv/bin/bertperf-report "${trees[@]}" --target "$target" --format markdown --output "$out/REPORT.md" \
+.venv/bin/bertperf-report "${trees[@]}" --ruleset 5.0.0 --target "$target" --format markdown --output "$out/REPORT.md" \
   --fail-on-regression || { [ $? -eq 1 ] && regression=1; } || status=1
 if [ "$regression" = 1 ]; then
   echo "mini: slower than the baseline $baseline beyond noise (see the regression column of the report)"
 fi
 # A result set is only a result when it has an MLPerf score (at most one run may miss the target).
-if ! .venv/bin/bertperf-report "$out" --target "$target" --format json \
+if ! .venv/bin/bertperf-report "$out" --ruleset 5.0.0 --target "$target" --format json \
     | .venv/bin/python -c 'import json, sys; sys.exit(0 if all(s["score_min"] is not None for s in json.load(sys.stdin)["systems"]) else 1)'; then
   echo "mini: the result set has no score (see the note column above)" >&2
   status=1
