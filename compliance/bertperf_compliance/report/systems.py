@@ -194,15 +194,16 @@ def _make_set(bench_dir: str, tree: str, target: float, ruleset: Optional[str] =
             result_set.accelerators = _accelerator_count(desc)
     files = sorted(glob.glob(os.path.join(glob.escape(bench_dir), "result_*.txt")), key=_run_order)
     result_set.runs = [read_run(f, target, ruleset) for f in files]
-    _apply_scaling(result_set)
+    _apply_scaling(result_set, ruleset)
     return result_set
 
 
-def _apply_scaling(result_set: ResultSet) -> None:
+def _apply_scaling(result_set: ResultSet, ruleset: Optional[str] = None) -> None:
     rcp_factor = 1.0
     if result_set.division == "closed":
         use_train_samples = any(r.samples_source == "train_samples" for r in result_set.runs)
-        verdict = rcp.check_directory(result_set.bench_dir, use_train_samples=use_train_samples)
+        verdict = rcp.check_directory(result_set.bench_dir, use_train_samples=use_train_samples,
+                                      ruleset=ruleset or rcp.DEFAULT_RULESET)
         result_set.rcp_verdict = "pass" if verdict.passed else "fail"
         result_set.rcp_message = verdict.message
         if verdict.passed:
