@@ -136,9 +136,13 @@ class ResultSet:
         if self.dropped > MAX_DROPPED_RUNS:
             notes.append(f"no score: {self.dropped} of {len(self.runs)} runs did not converge or failed "
                          "compliance (at most 1 may)")
+        # Runs that converged but fail compliance, grouped by reason: the summarizer drops them too.
+        by_reason: dict = {}
         for run in self.runs:
             if run.compliance and run.status == "success" and run.reached_target:
-                notes.append(f"dropped {run.name}: {run.failure}")
+                by_reason.setdefault(run.failure, []).append(run.name)
+        for reason, names in by_reason.items():
+            notes.append(f"dropped {', '.join(names)}: {reason}")
         if self.rcp_verdict == "fail":
             notes.append(f"RCP check failed: {self.rcp_message}")
         return "; ".join(notes)
