@@ -42,13 +42,15 @@ constexpr int kExitAborted = 3;
 
 const char* const kRunOnceUsage =
     "usage: bertperf run-once --config FILE --log FILE [--system-file FILE] [--seed N] [--stdout]\n"
-    "                         [--no-progress]\n"
+    "                         [--no-progress] [--dry-run]\n"
     "  One timed MLPerf run. The :::MLLOG log is written to a temporary file beside FILE and renamed\n"
     "  to FILE when the run ends; an interrupted run leaves nothing behind. With --stdout the log\n"
     "  lines are also printed. Launch it under mpirun when the config has more than one rank.\n"
     "  --system-file  the MLPerf system description (default: systems/<system>.json found in the\n"
     "                 config's directory or the nearest parent that has one)\n"
     "  --seed         the run seed (default: fresh from /dev/urandom, as closed runs require)\n"
+    "  --dry-run      log only the submission, seed and hyperparameter lines of the init block, without\n"
+    "                 data, model or training (--log FILE, or --stdout alone); any rank count\n"
     "  Exit status: 0 target reached, 3 run aborted (log written), 2 bad input, 1 internal error.\n";
 
 const char* const kRunUsage =
@@ -267,13 +269,36 @@ RunSummary summarize_log(const fs::path& path) {
 
 }  // namespace
 
+namespace {
+
+// run-once --dry-run: the config's hyperparameter lines as a real run logs them, with no data or training.
+int dry_run(const Options& opts, DistContext& world) {
+  const TrainConfig config = load_train_config(opts.required("config"), /*check_data=*/false);
+  const SystemDescription system = load_system_description(system_file_for(config, opts));
+  const std::string log_path = opts.get("log").value_or("");
+  if (log_path.empty() && !opts.flag("stdout")) throw_input("command line", "--dry-run needs --log FILE or --stdout");
+  const int64_t seed = opts.get("seed") ? opts.integer("seed", 0) : int64_t(fresh_seed());
+  if (seed < 0) throw_input("command line", "option --seed must not be negative");
+  mllog::Logger log(mllog::Logger::Options{
+      .to_stdout = opts.flag("stdout"), .file = log_path, .name_space = "", .rank = world.rank()});
+  log_run_header(log, config, system, uint64_t(seed));
+  log.close_file();
+  if (world.is_root() && !log_path.empty())
+    std::cerr << "bertperf run-once: dry run of " << config.source << ": hyperparameters logged to " << log_path
+              << " (no training)\n";
+  return 0;
+}
+
+}  // namespace
+
 int cmd_run_once(const Args& args, DistContext& world) {
-  const Options opts(args, {"config", "log", "system-file", "seed"}, {"stdout", "no-progress", "help"});
+  const Options opts(args, {"config", "log", "system-file", "seed"}, {"stdout", "no-progress", "help", "dry-run"});
   if (opts.flag("help")) {
     std::cout << kRunOnceUsage;
     return 0;
   }
   if (!opts.positional().empty()) throw_input("command line", "unexpected argument '" + opts.positional()[0] + "'");
+  if (opts.flag("dry-run")) return dry_run(opts, world);
   const TrainConfig config = load_train_config(opts.required("config"));
   const SystemDescription system = load_system_description(system_file_for(config, opts));
   const fs::path log_path = opts.required("log");

@@ -115,6 +115,16 @@ void log_hyperparameters(mllog::Logger& log, const TrainConfig& c) {
 
 }  // namespace
 
+void log_run_header(mllog::Logger& log, const TrainConfig& config, const SystemDescription& system, uint64_t seed) {
+  log.event("submission_benchmark", config.submission_benchmark);
+  log.event("submission_org", system.submitter);
+  log.event("submission_division", config.division.empty() ? system.division : config.division);
+  log.event("submission_status", system.log_status());
+  log.event("submission_platform", system.system_name);
+  log.event("seed", seed);
+  log_hyperparameters(log, config);
+}
+
 TimedRunResult timed_run(const TrainConfig& config, const SystemDescription& system, mllog::Logger& log,
                          const TimedRunOptions& options, DistContext& world, const TrainingRunFactory& make_run) {
   BERT_CHECK(world.size() == config.ranks || world.size() == 1, "launched with ", world.size(),
@@ -124,18 +134,11 @@ TimedRunResult timed_run(const TrainConfig& config, const SystemDescription& sys
   evict_data_from_page_cache(config);
   log.event("cache_clear", true);
   log.start("init_start");
-  log.event("submission_benchmark", config.submission_benchmark);
-  log.event("submission_org", system.submitter);
-  log.event("submission_division", config.division.empty() ? system.division : config.division);
-  log.event("submission_status", system.log_status());
-  log.event("submission_platform", system.system_name);
-
   // Every rank trains with rank 0's seed (allowed: one seed per run, shared across processes).
   uint64_t seed = options.seed ? *options.seed : fresh_seed();
   world.broadcast(seed);
   result.seed = seed;
-  log.event("seed", seed);
-  log_hyperparameters(log, config);
+  log_run_header(log, config, system, seed);
 
   std::unique_ptr<TrainingRun> run = make_run(config, seed);
   // A result claims the benchmark's eval set: a smaller one is refused before the clock starts.

@@ -70,6 +70,10 @@ uint64_t fresh_seed();
 // the "flush caches before each run" rule).
 void evict_data_from_page_cache(const TrainConfig& config);
 
+// The submission_* keys, the seed and every hyperparameter, as a timed run logs them after
+// init_start; `bertperf run-once --dry-run` logs these alone.
+void log_run_header(mllog::Logger& log, const TrainConfig& config, const SystemDescription& system, uint64_t seed);
+
 // Runs one timed run, logging through `log` (which drops lines on ranks other than 0).
 TimedRunResult timed_run(const TrainConfig& config, const SystemDescription& system, mllog::Logger& log,
                          const TimedRunOptions& options, DistContext& dist, const TrainingRunFactory& make_run);
