@@ -1,6 +1,7 @@
 """`bertperf run` and `run-once` under faults: a full disk (a file size limit in the child), an
 incomplete result file on --resume, two runs on one tree, the parent killed outright, SIGHUP, eval
-sets that are empty or too small, and the run length of packed data. Each run trains the tiny
+sets that are empty or too small, the run length of packed data, and reproducible checkpoint
+bytes. Each run trains the tiny
 24-layer BERT of test_harness_compliance.py on generated data, in seconds."""
 import json
 import os
@@ -8,6 +9,7 @@ import resource
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -212,3 +214,21 @@ def test_packed_rows_train_train_steps_optimizer_steps(tmp_path):
     assert steps == 6
     assert samples > 6 * 8  # sequences, more than the rows: the rows are packed
     assert trained_steps(config, "--steps", "4")[0] == 4
+
+
+# ---- checkpoints ----------------------------------------------------------------------------------
+
+def test_identical_runs_save_identical_checkpoint_bytes(tmp_path):
+    """Two runs from one seed, more than a second apart, write the same checkpoint file byte for
+    byte (HDF5 would otherwise stamp each object with its creation time)."""
+    config = write_tiny_benchmark(tmp_path / "bench")
+    saved = []
+    for name in ["a.h5", "b.h5"]:
+        if saved:
+            time.sleep(1.1)
+        proc = subprocess.run([str(BERTPERF), "train", "--config", str(config), "--steps", "2", "--seed", "3",
+                               "--save", str(tmp_path / name)], capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        saved.append((tmp_path / name).read_bytes())
+    assert len(saved[0]) > 10000
+    assert saved[0] == saved[1]
