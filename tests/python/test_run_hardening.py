@@ -1,8 +1,8 @@
 """`bertperf run` and `run-once` under faults: a full disk (a file size limit in the child), an
 incomplete result file on --resume, two runs on one tree, the parent killed outright, SIGHUP, eval
 sets that are empty or too small, the run length of packed data, and reproducible checkpoint
-bytes. Each run trains the tiny
-24-layer BERT of test_harness_compliance.py on generated data, in seconds."""
+bytes. Each run trains the tiny 24-layer BERT of test_harness_compliance.py on generated data, in
+seconds."""
 import json
 import os
 import resource
