@@ -323,7 +323,8 @@ int cmd_run_once(const Args& args, DistContext& world) {
   mllog::Logger log(mllog::Logger::Options{.to_stdout = opts.flag("stdout"),
                                            .file = temp ? temp->path().string() : "",
                                            .name_space = "",
-                                           .rank = world.rank()});
+                                           .rank = world.rank(),
+                                           .file_label = log_path.string()});
   const TimedRunResult result = timed_run(config, system, log, options, world, train_session_factory(world));
   log.close_file();
   if (temp) {

@@ -247,7 +247,7 @@ void Logger::configure(const Options& options) {
   to_stdout_ = options.to_stdout;
   name_space_ = options.name_space;
   rank_ = options.rank ? *options.rank : rank_from_environment();
-  file_path_ = options.file;
+  file_path_ = options.file_label.empty() ? options.file : options.file_label;
   if (rank_ == 0 && !options.file.empty()) {
     file_ = std::fopen(options.file.c_str(), "a");
     if (!file_) throw_input(options.file, cat("cannot open log file for writing: ", std::strerror(errno)));

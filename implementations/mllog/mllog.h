@@ -63,6 +63,8 @@ class Logger {
     std::string file;         // also append lines here (empty: none)
     std::string name_space;   // default namespace, "" as the official library
     std::optional<int> rank;  // default: rank_from_environment()
+    std::string file_label;   // how error messages name the file (default: `file`), e.g. the
+                              // final name of a log written to a temporary file
   };
 
   Logger();

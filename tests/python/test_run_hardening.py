@@ -64,7 +64,7 @@ def test_run_once_on_a_full_disk_writes_no_result(tmp_path):
                           capture_output=True, text=True, timeout=300, preexec_fn=limit_file_size(16384))
     assert proc.returncode == 2, proc.stderr
     assert one_line(proc.stderr), proc.stderr
-    assert "cannot write the log file" in proc.stderr and "result_0.txt" in proc.stderr, proc.stderr
+    assert f"{out / 'result_0.txt'}: cannot write the log file" in proc.stderr, proc.stderr
     assert list(out.iterdir()) == []
 
 
