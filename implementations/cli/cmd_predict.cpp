@@ -1,7 +1,7 @@
 // `bertperf predict`: the scaling model (perf/) as a command. For a config and its system
 // description it predicts step time, throughput and time to train on the system's nodes and at
 // other scales; with --validate it predicts the published results of
-// benchmarks/bert/mlperf/published_results.json and prints the error per system.
+// benchmarks/bert/mlperf/reference/published_results.json and prints the error per system.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -128,8 +128,8 @@ struct Files {
 
 Files data_files(const Options& opt, const std::string& config_dir) {
   const fs::path base = config_dir.empty() ? fs::path("benchmarks/bert/mlperf") : fs::path(config_dir);
-  return {opt.get("published").value_or((base / "published_results.json").string()),
-          opt.get("rcp").value_or((base / "rcp.json").string())};
+  return {opt.get("published").value_or((base / "reference/published_results.json").string()),
+          opt.get("rcp").value_or((base / "reference/rcp.json").string())};
 }
 
 Validation run_validation(const Options& opt, const Files& files, std::vector<PublishedResult>& published) {

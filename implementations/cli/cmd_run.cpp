@@ -15,10 +15,12 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <mutex>
 #include <sstream>
 
 #include "cli/args.h"
@@ -55,7 +57,7 @@ const char* const kRunOnceUsage =
 
 const char* const kRunUsage =
     "usage: bertperf run --config FILE [--out DIR] [--runs N] [--system-file FILE] [--resume]\n"
-    "                    [--mpirun PROGRAM] [--mpirun-args ARGS] [--no-progress]\n"
+    "                    [--mpirun PROGRAM | --srun] [--mpirun-args ARGS] [--no-progress]\n"
     "  A result set: N timed runs (default: the benchmark's, 10 for BERT), each a fresh process\n"
     "  (`bertperf run-once`, through `mpirun -np <ranks>` when the config has more than one rank),\n"
     "  written as an MLPerf submission tree:\n"
@@ -65,7 +67,10 @@ const char* const kRunUsage =
     "  --resume       keep existing complete result files (ending with run_stop) and run the\n"
     "                 missing or incomplete indices\n"
     "  --mpirun       the MPI launcher (default: mpirun); --mpirun-args: extra launcher arguments,\n"
-    "                 split at spaces (e.g. \"--hostfile hosts --bind-to none\")\n";
+    "                 split at spaces (e.g. \"--hostfile hosts --bind-to none\")\n"
+    "  --srun         inside a Slurm allocation: every run is a job step, `srun --ntasks <ranks>\n"
+    "                 --kill-on-bad-exit=1 [ARGS] bertperf run-once ...`, also for one rank\n"
+    "                 (ARGS from --mpirun-args, e.g. \"--mpi=pmix\"); scripts/bertperf.sbatch uses it\n";
 
 // Makes a rename in `file`'s directory durable.
 void sync_directory(const fs::path& file) {
@@ -325,10 +330,39 @@ int cmd_run_once(const Args& args, DistContext& world) {
                                            .name_space = "",
                                            .rank = world.rank(),
                                            .file_label = log_path.string()});
+  // Another rank's failure ends the job from rank 0's watcher thread (dist/context.h): the run is logged as aborted
+  // and its log committed first, unless this rank has finished it already (its own log then stands).
+  std::mutex ending;
+  bool ended = false;
+  TimedRunState state;
+  options.state = &state;
+  if (temp)
+    world.on_peer_failure([&](const std::string& line) {
+      std::lock_guard<std::mutex> lock(ending);
+      if (ended) return;
+      ended = true;
+      try {  // on the watcher thread: nothing may escape
+        log_run_aborted(log, config, state);
+        log.close_file();
+        temp->commit();
+        std::cerr << "bertperf run-once: run aborted (" << line << ") -> " << log_path.string() << "\n";
+      } catch (const std::exception& e) {
+        std::cerr << "bertperf run-once: error: " << e.what() << " (run aborted: " << line << ")\n";
+      }
+    });
+  struct ClearHook {  // before `ending`, `log` and `temp` go, on every path
+    DistContext& world;
+    ~ClearHook() { world.on_peer_failure(nullptr); }
+  } clear_hook{world};
   const TimedRunResult result = timed_run(config, system, log, options, world, train_session_factory(world));
-  log.close_file();
+  {
+    // A failure reported from here on waits until the finished log is in place.
+    std::lock_guard<std::mutex> lock(ending);
+    ended = true;
+    log.close_file();
+    if (temp) temp->commit();
+  }
   if (temp) {
-    temp->commit();
     std::cerr << "bertperf run-once: " << result.status << " after "
               << (result.run_stop_ms - result.run_start_ms) / 60000.0 << " min, " << result.samples_trained
               << " samples, best mlm accuracy " << result.best_accuracy << ", seed " << result.seed
@@ -340,7 +374,7 @@ int cmd_run_once(const Args& args, DistContext& world) {
 
 int cmd_run(const Args& args, DistContext&) {
   const Options opts(args, {"config", "out", "runs", "system-file", "mpirun", "mpirun-args"},
-                     {"resume", "no-progress", "help"});
+                     {"resume", "no-progress", "help", "srun"});
   if (opts.flag("help")) {
     std::cout << kRunUsage;
     return 0;
@@ -385,7 +419,13 @@ int cmd_run(const Args& args, DistContext&) {
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) ::sigaction(sig, &sa, nullptr);
 
   std::vector<std::string> launcher;
-  if (config.ranks > 1) {
+  if (opts.flag("srun")) {
+    if (opts.get("mpirun")) throw_input("command line", "--srun and --mpirun exclude each other");
+    if (!std::getenv("SLURM_JOB_ID"))
+      throw_input("command line", "--srun needs a Slurm allocation (SLURM_JOB_ID is not set): use sbatch or salloc");
+    launcher = {"srun", cat("--ntasks=", config.ranks), "--kill-on-bad-exit=1"};
+    for (auto& a : split_spaces(opts.get("mpirun-args").value_or(""))) launcher.push_back(a);
+  } else if (config.ranks > 1) {
     launcher = {opts.get("mpirun").value_or("mpirun"), "-np", std::to_string(config.ranks)};
     for (auto& a : split_spaces(opts.get("mpirun-args").value_or(""))) launcher.push_back(a);
   }

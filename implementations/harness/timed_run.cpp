@@ -115,6 +115,17 @@ void log_hyperparameters(mllog::Logger& log, const TrainConfig& c) {
 
 }  // namespace
 
+void log_run_aborted(mllog::Logger& log, const TrainConfig& config, const TimedRunState& state) {
+  if (state.started) {
+    const int64_t samples = state.samples, evaluated = state.evaluated;
+    log.end("block_stop", nullptr, {{"first_epoch_num", 1}});
+    log.end("epoch_stop", nullptr, {{"epoch_num", samples}});
+    log.event("train_samples", samples);
+    log.event("eval_samples", evaluated > 0 ? evaluated : config.eval_samples);
+  }
+  log.end("run_stop", nullptr, {{"status", "aborted"}});
+}
+
 void log_run_header(mllog::Logger& log, const TrainConfig& config, const SystemDescription& system, uint64_t seed) {
   log.event("submission_benchmark", config.submission_benchmark);
   log.event("submission_org", system.submitter);
@@ -153,6 +164,7 @@ TimedRunResult timed_run(const TrainConfig& config, const SystemDescription& sys
   // ---- timed region ----
   result.run_start_ms = mllog::now_ms();
   log.start("run_start");
+  if (options.state) options.state->started = true;
   // BERT has no epochs; as NVIDIA's logs, one epoch and one block span the run, and epoch_stop
   // carries the samples trained (BERT's "epoch" unit).
   log.start("epoch_start", nullptr, {{"epoch_num", 0}});
@@ -164,6 +176,7 @@ TimedRunResult timed_run(const TrainConfig& config, const SystemDescription& sys
   auto interval_start = Clock::now();
   int64_t interval_start_samples = 0;
   auto on_step = [&](const TrainProgress& p) {
+    if (options.state) options.state->samples = p.samples_trained;
     const double rate = double(p.samples_trained - interval_start_samples) / std::max(1e-9, seconds_since(interval_start));
     progress.update(p, last_accuracy, rate);
   };
@@ -190,6 +203,7 @@ TimedRunResult timed_run(const TrainConfig& config, const SystemDescription& sys
     log.end("eval_stop", samples, {{"epoch_num", samples}});
     ++result.evaluations;
     evaluated = eval.samples;
+    if (options.state) options.state->evaluated = evaluated;
     log.event("eval_accuracy", eval.mlm_accuracy, {{"epoch_num", samples}});
     if (diverged) break;
     if (!std::isfinite(eval.mlm_accuracy)) {

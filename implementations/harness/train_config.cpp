@@ -213,6 +213,7 @@ TrainConfig load_train_config(const std::string& path, bool check_data) {
     const std::string where = path + ": distributed";
     JsonFields d(f.raw("distributed"), where);
     const std::string clip = d.optional<std::string>("clip", "per_micro_batch");
+    c.balanced_batches = d.optional<bool>("balanced_batches", false);
     d.reject_unknown();
     require(clip == "per_micro_batch" || clip == "after_reduction", where,
             "field 'clip' must be \"per_micro_batch\" or \"after_reduction\", got \"" + clip + "\"");

@@ -15,7 +15,9 @@
 //     "batch": { "local_batch_size": int, "grad_accum_steps": int, "ranks": int },
 //     "backend": { "name": "cpu" | "cpu-f64" | "cuda", "threads": int (optional, CPU threads per rank, 0 = all),
 //                  "device": int (optional, CUDA device, -1 = the local rank's) } (optional: cpu, all threads),
-//     "distributed": { "clip": "per_micro_batch" (the reference's, default) | "after_reduction" } (optional),
+//     "distributed": { "clip": "per_micro_batch" (the reference's, default) | "after_reduction",
+//                      "balanced_batches": bool (optional, default false: each rank reads its own shards; true:
+//                      every step's global batch is dealt out by real tokens, data/reader.h) } (optional),
 //     "lamb": { "learning_rate", "beta1", "beta2", "epsilon", "weight_decay", "max_grad_norm",
 //               "train_steps", "warmup_steps", "start_warmup_step", "poly_power" },
 //     "eval": { "batch_size": int, "interval_samples": int (optional) },
@@ -57,6 +59,7 @@ struct TrainConfig {
   int ranks = 1;
   BackendOptions backend;             // where the model runs
   bool clip_after_reduction = false;  // clip the reduced gradient, not each micro-batch's (harness/train_step.h)
+  bool balanced_batches = false;      // deal each global batch out by real tokens (ReaderOptions::balance)
   LambHyperparams lamb;
   // Eval and stopping. After loading, eval_interval_samples and max_samples are always resolved
   // (> 0): from the config, else the benchmark's cadence formula / the end of the LR schedule.

@@ -1,6 +1,6 @@
 // Published MLPerf results as the scaling model's validation set: the list in
-// benchmarks/bert/mlperf/published_results.json, the figures read back from published result
-// trees (result_*.txt), the RCP table (benchmarks/bert/mlperf/rcp.json), and the validation itself:
+// benchmarks/bert/mlperf/reference/published_results.json, the figures read back from published result
+// trees (result_*.txt), the RCP table (benchmarks/bert/mlperf/reference/rcp.json), and the validation itself:
 // each GPU type's device rate calibrated from its one single-node "calibration" result, then every
 // other result predicted twice, from its logged samples (the speed model alone) and from the RCP
 // (the whole model).

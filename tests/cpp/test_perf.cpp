@@ -285,7 +285,7 @@ TEST(StepModel, CalibrationInvertsTheModel) {
 }
 
 TEST(StepModel, RcpTableGivesTheCheckersMeanAt3072) {
-  const auto table = load_rcp_table(std::string(BERTPERF_SOURCE_DIR) + "/benchmarks/bert/mlperf/rcp.json");
+  const auto table = load_rcp_table(std::string(BERTPERF_SOURCE_DIR) + "/benchmarks/bert/mlperf/reference/rcp.json");
   // Baidu's v2.1 package checker log: "RCP Mean 2656421" for BS 3072, interpolated between 448 and 4608.
   EXPECT_NEAR(rcp_mean_samples(table, 3072), 2656421, 1.0);
   bool clamped = true;

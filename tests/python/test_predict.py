@@ -4,7 +4,7 @@ against Baidu's v2.1 8x8 logs.
 - The validation's inputs for results with a published tree (global batch, samples to converge, time
   to train) are what this test reads from the logs itself, with the compliance package's parser:
   `bertperf predict --validate` must report the same, from the tree.
-- The recorded figures in benchmarks/bert/mlperf/published_results.json equal the trees' too.
+- The recorded figures in benchmarks/bert/mlperf/reference/published_results.json equal the trees' too.
 - Calibration: one single-node result per GPU type, never one that is predicted.
 - The median absolute error of the prediction, over the results whose system is described (multi-node
   systems whose network no source describes are predicted too but kept out), stays under a stated
@@ -31,7 +31,7 @@ from bertperf_compliance.mllog_parse import parse_file  # noqa: E402
 
 BERTPERF = find_binary("bertperf")
 MLPERF = REPO / "benchmarks" / "bert" / "mlperf"
-PUBLISHED = json.loads((MLPERF / "published_results.json").read_text())["results"]
+PUBLISHED = json.loads((MLPERF / "reference" / "published_results.json").read_text())["results"]
 BAIDU_TREE = "v2.1/Baidu/results/8_node_64_A100_PaddlePaddle/bert"
 
 MEDIAN_BOUND_LOGGED = 0.05
@@ -153,7 +153,7 @@ def test_median_error_under_the_bound(validation):
 
 
 def test_rcp_table_is_the_checkers():
-    table = json.loads((MLPERF / "rcp.json").read_text())["points"]
+    table = json.loads((MLPERF / "reference" / "rcp.json").read_text())["points"]
     _, pruned = rcp_module.rcp_tables()
     assert [p["global_batch"] for p in table] == [int(r.bs) for r in pruned]
     for p, r in zip(table, pruned):
@@ -223,7 +223,7 @@ def test_predict_a100_8x8_beside_baidu():
     (["--config", "benchmarks/bert/mlperf/a100_8x8.json", "--inter", "carrier-pigeon"], "carrier-pigeon"),
     (["--config", "benchmarks/bert/mlperf/a100_8x8.json", "--scale", "8by8"], "--scale"),
     (["--config", "benchmarks/bert/mlperf/a100_8x8.json", "--overlap", "2"], "--overlap"),
-    (["--validate", "--published", "benchmarks/bert/mlperf/rcp.json"], "rcp.json"),
+    (["--validate", "--published", "benchmarks/bert/mlperf/reference/rcp.json"], "rcp.json"),
 ])
 def test_predict_bad_input_is_one_line(args, needle):
     need_binary()
