@@ -285,7 +285,7 @@ int dry_run(const Options& opts, DistContext& world) {
   const int64_t seed = opts.get("seed") ? opts.integer("seed", 0) : int64_t(fresh_seed());
   if (seed < 0) throw_input("command line", "option --seed must not be negative");
   mllog::Logger log(mllog::Logger::Options{
-      .to_stdout = opts.flag("stdout"), .file = log_path, .name_space = "", .rank = world.rank()});
+      .to_stdout = opts.flag("stdout"), .file = log_path, .name_space = "", .rank = world.rank(), .file_label = ""});
   log_run_header(log, config, system, uint64_t(seed));
   log.close_file();
   if (world.is_root() && !log_path.empty())

@@ -85,7 +85,7 @@ class TimedRunLog : public ::testing::Test {
   TimedRunResult run(const std::string& name, std::vector<double> accuracies, int nan_after_evals = -1,
                      std::optional<uint64_t> seed = 12345, int64_t eval_samples = -1) {
     const fs::path path = dir_ / (name + ".txt");
-    mllog::Logger log(mllog::Logger::Options{.to_stdout = false, .file = path.string(), .name_space = "", .rank = 0});
+    mllog::Logger log(mllog::Logger::Options{.to_stdout = false, .file = path.string(), .name_space = "", .rank = 0, .file_label = ""});
     TimedRunOptions options;
     options.seed = seed;
     options.progress = false;
