@@ -15,7 +15,11 @@
 //     "batch": { "local_batch_size": int, "grad_accum_steps": int, "ranks": int },
 //     "backend": { "name": "cpu" | "cpu-f64" | "cuda", "threads": int (optional, CPU threads per rank, 0 = all),
 //                  "device": int (optional, CUDA device, -1 = the local rank's) } (optional: cpu, all threads),
-//     "distributed": { "clip": "per_micro_batch" (the reference's, default) | "after_reduction" } (optional),
+//     "distributed": { "clip": "per_micro_batch" (the reference's, default) | "after_reduction",
+//                      "reduction": { "algorithm": "allreduce" (default) | "bucketed" | "hierarchical",
+//                                     "bucket_mb": number (optional, bucketed: MiB per bucket, default 25),
+//                                     "shard_optimizer": bool (optional, ZeRO-1 LAMB; with "allreduce" only) }
+//                                   (optional; dist/reducer.h) } (optional),
 //     "lamb": { "learning_rate", "beta1", "beta2", "epsilon", "weight_decay", "max_grad_norm",
 //               "train_steps", "warmup_steps", "start_warmup_step", "poly_power" },
 //     "eval": { "batch_size": int, "interval_samples": int (optional) },
@@ -32,6 +36,7 @@
 #include <vector>
 
 #include "backends/backend.h"
+#include "dist/reducer.h"
 #include "model/bert_config.h"
 #include "optim/hyperparams.h"
 
@@ -57,6 +62,7 @@ struct TrainConfig {
   int ranks = 1;
   BackendOptions backend;             // where the model runs
   bool clip_after_reduction = false;  // clip the reduced gradient, not each micro-batch's (harness/train_step.h)
+  ReductionOptions reduction;         // how gradients are summed over ranks (dist/reducer.h)
   LambHyperparams lamb;
   // Eval and stopping. After loading, eval_interval_samples and max_samples are always resolved
   // (> 0): from the config, else the benchmark's cadence formula / the end of the LR schedule.
