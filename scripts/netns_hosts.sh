@@ -2,7 +2,9 @@
 # Hosts on this machine: N network namespaces joined by veth pairs to one bridge, each with its own address and
 # host name, an optional shaped link (tc netem: rate and delay on every host's link, both ways; a kernel without
 # netem gets tbf, the rate alone, and a note saying so), and Open MPI over TCP between them. mpirun runs inside the first host; it starts its daemons on the others through this script's
-# `agent` (in place of ssh), which enters the host's namespace. Needs root (ip netns, tc).
+# `agent` (in place of ssh), which enters the host's namespace. Needs root (ip netns, tc). Open MPI gets 4 TCP
+# connections per pair of ranks (btl_tcp_links): over one, sending and receiving at once takes twice as long as
+# one way (measured here), so a pair exchanging halves, as every all-reduce does, would see half the link.
 #
 #   netns_hosts.sh up N [RATE DELAY]        create hosts 1..N (RATE like 1gbit, DELAY like 0.5ms; none: unshaped)
 #   netns_hosts.sh shape RATE DELAY         reshape every host's link ("none none": unshaped)
@@ -105,6 +107,7 @@ case "${1:-}" in
       mpirun --host "$list" -np $((n * per)) \
       --mca plm rsh --mca plm_rsh_agent "$SELF agent" --mca plm_rsh_no_tree_spawn 1 \
       --mca btl self,vader,tcp --mca btl_tcp_if_include "${SUBNET}.0/24" --mca oob_tcp_if_include "${SUBNET}.0/24" \
+      --mca btl_tcp_links 4 \
       -x NETNS_PREFIX="$PREFIX" -x NETNS_SUBNET="$SUBNET" ${MPIRUN_ARGS:-} "$@"
     ;;
   *)

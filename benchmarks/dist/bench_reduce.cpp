@@ -6,6 +6,7 @@
 //
 //   mpirun -np 2 bench_reduce [--mib 1,4,16] [--reps 5] [--bucket-mb 25] [--compute-ms 0] [--layers 12]
 //                             [--algorithms mpi,allreduce,bucketed,hierarchical,sharded]
+// (also: bucketed-polled; and the link alone between ranks 0 and 1: oneway, exchange)
 #include <mpi.h>
 
 #include <algorithm>
@@ -100,7 +101,26 @@ int bench(DistContext& dist, int argc, char** argv) {
     double mpi_median = 0;
     for (const std::string& name : algorithms) {
       Timing t;
-      if (name == "mpi") {
+      if (name == "oneway" || name == "exchange") {
+        // The link alone, between ranks 0 and 1: the buffer there and back (half of it: one way), or both ways
+        // at once (MPI_Sendrecv; a full-duplex link takes one way's time).
+        std::vector<float> in(n);
+        const int peer = dist.rank() == 0 ? 1 : 0, count = static_cast<int>(n);
+        t = time_it([&] {
+          if (dist.rank() > 1) return;
+          if (name == "exchange") {
+            MPI_Sendrecv(grads.data(), count, MPI_FLOAT, peer, 0, in.data(), count, MPI_FLOAT, peer, 0,
+                         MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+          } else if (dist.rank() == 0) {
+            MPI_Send(grads.data(), count, MPI_FLOAT, 1, 0, MPI_COMM_WORLD);
+            MPI_Recv(in.data(), count, MPI_FLOAT, 1, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+          } else {
+            MPI_Recv(in.data(), count, MPI_FLOAT, 0, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            MPI_Send(grads.data(), count, MPI_FLOAT, 0, 0, MPI_COMM_WORLD);
+          }
+        }, reps);
+        if (name == "oneway") t = {t.median / 2, t.best / 2};
+      } else if (name == "mpi") {
         t = time_it([&] {
           backward(nullptr);
           MPI_Allreduce(MPI_IN_PLACE, grads.data(), static_cast<int>(n), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);

@@ -1,34 +1,18 @@
-// The NCCL reducer (reducer.h) over device memory: a communicator over the job's ranks, bootstrapped with a unique id
-// that rank 0 makes and MPI broadcasts, its own CUDA stream, and buckets like the MPI reducer's. A bucket's
-// all-reduce is queued on the communication stream behind an event recorded on the compute stream when ready()
-// reports it final; finish queues the rest and makes the compute stream wait for them, so nothing waits on the host
-// (a captured step replays it). Compiled only where NCCL and the CUDA runtime are found.
+// The NCCL reducer (reducer.h) over device memory: a communicator over the job's ranks (backends/cuda/nccl), its
+// unique id made by rank 0 and broadcast over MPI, its own CUDA stream, and buckets like the MPI reducer's. A
+// bucket's all-reduce is queued on the communication stream behind the compute stream's work when ready() reports
+// it final; finish queues the rest and makes the compute stream wait for them, so nothing waits on the host (a
+// captured step replays it). Built where NCCL, the CUDA runtime and MPI are found.
 #include "dist/reducer.h"
 
 #include "core/errors.h"
 
 #if defined(BERTPERF_HAVE_NCCL) && defined(BERTPERF_HAVE_MPI)
 
-#include <cuda_runtime.h>
-#include <nccl.h>
-
 #include <algorithm>
 
+#include "backends/cuda/nccl/nccl_comm.h"
 #include "dist/mpi_check.h"
-
-#define CUDA_CHECK(call)                                                   \
-  do {                                                                     \
-    const cudaError_t bert_cuda_status_ = (call);                          \
-    BERT_CHECK_GEN(call, bert_cuda_status_ == cudaSuccess,                 \
-                   ::bertperf::cat(cudaGetErrorString(bert_cuda_status_))); \
-  } while (0)
-
-#define NCCL_CHECK(call)                                                                   \
-  do {                                                                                     \
-    const ncclResult_t bert_nccl_status_ = (call);                                         \
-    BERT_CHECK_GEN(call, bert_nccl_status_ == ncclSuccess,                                 \
-                   ::bertperf::cat(ncclGetErrorString(bert_nccl_status_))); \
-  } while (0)
 
 namespace bertperf {
 
@@ -37,36 +21,17 @@ namespace {
 class NcclReducer final : public GradReducer {
  public:
   NcclReducer(DistContext& dist, DType type, const ReductionOptions& options, int device, size_t elements)
-      : type_(type), options_(options), elements_(elements), esize_(element_bytes(type)) {
+      : type_(type), elements_(elements), esize_(element_bytes(type)), comm_(make_comm(dist, device)) {
     BERT_CHECK(type == DType::F32 || type == DType::BF16, "the NCCL reducer sums fp32 or bf16, not ",
                element_name(type));
-    int devices = 0;
-    CUDA_CHECK(cudaGetDeviceCount(&devices));
-    BERT_CHECK(device >= 0 && device < devices, "CUDA device ", device, " of ", devices);
-    CUDA_CHECK(cudaSetDevice(device));
-    ncclUniqueId id{};
-    if (dist.rank() == 0) NCCL_CHECK(ncclGetUniqueId(&id));
-    if (dist.mpi() && dist.size() > 1)
-      MPI_CHECK(MPI_Bcast(&id, static_cast<int>(sizeof id), MPI_BYTE, 0, MPI_COMM_WORLD));
-    NCCL_CHECK(ncclCommInitRank(&comm_, dist.size(), id, dist.rank()));
-    CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-    CUDA_CHECK(cudaEventCreateWithFlags(&ready_event_, cudaEventDisableTiming));
-    CUDA_CHECK(cudaEventCreateWithFlags(&done_event_, cudaEventDisableTiming));
     if (options.algorithm == ReduceAlgorithm::BUCKETED && elements > 0) {
+      BERT_CHECK(options.bucket_mb > 0, "bucket_mb must be positive, got ", options.bucket_mb);
       const size_t per = std::max<size_t>(1, static_cast<size_t>(options.bucket_mb * 1048576.0) / esize_);
       for (size_t b = 0; b < elements; b += per) buckets_.push_back({b, std::min(elements, b + per)});
       pending_.resize(buckets_.size());
       started_.resize(buckets_.size());
       reset();
     }
-  }
-
-  ~NcclReducer() override {
-    if (stream_) cudaStreamSynchronize(stream_);
-    if (comm_) ncclCommDestroy(comm_);
-    if (ready_event_) cudaEventDestroy(ready_event_);
-    if (done_event_) cudaEventDestroy(done_event_);
-    if (stream_) cudaStreamDestroy(stream_);
   }
 
   void ready(void* grads, size_t begin, size_t end) override {
@@ -82,48 +47,41 @@ class NcclReducer final : public GradReducer {
 
   void finish(void* grads, size_t count) override {
     if (buckets_.empty()) {
-      after_compute();
-      NCCL_CHECK(ncclAllReduce(grads, grads, count, nccl_type(type_), ncclSum, comm_, stream_));
+      comm_->after_compute();
+      comm_->all_reduce(grads, count, type_);
     } else {
       BERT_CHECK(count == elements_, "the reducer was built for ", elements_, " elements, handed ", count);
       for (size_t b = 0; b < buckets_.size(); ++b)
         if (!started_[b]) start(grads, b);
       reset();
     }
-    before_compute();
+    comm_->before_compute();
   }
 
   void sum(double* values, size_t count) override {
-    after_compute();
-    NCCL_CHECK(ncclAllReduce(values, values, count, ncclFloat64, ncclSum, comm_, stream_));
-    before_compute();
+    comm_->after_compute();
+    comm_->all_reduce(values, count, DType::F64);
+    comm_->before_compute();
   }
 
   std::string describe() const override {
-    return cat(buckets_.empty() ? "all-reduce" : cat("bucketed all-reduce (", buckets_.size(), " buckets)"),
-               " over NCCL ", NCCL_MAJOR, ".", NCCL_MINOR, ".", NCCL_PATCH, ", ", element_name(type_),
-               ", on its own stream");
+    return cat(buckets_.empty() ? std::string("all-reduce") : cat("bucketed all-reduce (", buckets_.size(), " buckets)"),
+               " over ", cuda::NcclComm::version(), ", ", element_name(type_), ", on its own stream");
   }
 
  private:
-  static ncclDataType_t nccl_type(DType type) { return type == DType::BF16 ? ncclBfloat16 : ncclFloat32; }
-
-  // The communication stream waits for the work issued so far on the compute stream (the legacy default stream,
-  // until the CUDA backend hands out its own), and the compute stream for the communication.
-  void after_compute() {
-    CUDA_CHECK(cudaEventRecord(ready_event_, compute_));
-    CUDA_CHECK(cudaStreamWaitEvent(stream_, ready_event_, 0));
-  }
-  void before_compute() {
-    CUDA_CHECK(cudaEventRecord(done_event_, stream_));
-    CUDA_CHECK(cudaStreamWaitEvent(compute_, done_event_, 0));
+  static std::unique_ptr<cuda::NcclComm> make_comm(DistContext& dist, int device) {
+    cuda::NcclId id{};
+    if (dist.rank() == 0) id = cuda::nccl_unique_id();
+    if (dist.mpi() && dist.size() > 1)
+      MPI_CHECK(MPI_Bcast(id.data(), static_cast<int>(id.size()), MPI_BYTE, 0, MPI_COMM_WORLD));
+    return std::make_unique<cuda::NcclComm>(id, dist.size(), dist.rank(), device);
   }
 
   void start(void* grads, size_t b) {
     started_[b] = true;
-    after_compute();
-    auto* data = static_cast<unsigned char*>(grads) + buckets_[b].begin * esize_;
-    NCCL_CHECK(ncclAllReduce(data, data, buckets_[b].size(), nccl_type(type_), ncclSum, comm_, stream_));
+    comm_->after_compute();
+    comm_->all_reduce(static_cast<unsigned char*>(grads) + buckets_[b].begin * esize_, buckets_[b].size(), type_);
   }
 
   void reset() {
@@ -134,11 +92,8 @@ class NcclReducer final : public GradReducer {
   }
 
   DType type_;
-  ReductionOptions options_;
   size_t elements_, esize_;
-  ncclComm_t comm_ = nullptr;
-  cudaStream_t stream_ = nullptr, compute_ = nullptr;
-  cudaEvent_t ready_event_ = nullptr, done_event_ = nullptr;
+  std::unique_ptr<cuda::NcclComm> comm_;
   std::vector<FlatRange> buckets_;
   std::vector<size_t> pending_;
   std::vector<bool> started_;
