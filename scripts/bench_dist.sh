@@ -39,12 +39,17 @@ for link in "1gbit 0.5ms 1000" "100mbit 2ms 100"; do
   echo "Ring model for 2 ranks, S/B + 2 alpha with B = $1 (the tbf rate, so on the wire: Ethernet, IP and TCP"
   echo "headers included), 2 alpha = the fastest 4-byte all-reduce ($alpha s):"
   echo
-  echo "| MiB | measured MPI_Allreduce s | model s | measured / model |"
-  echo "| --- | --- | --- | --- |"
-  awk -F'|' -v mbit="$3" -v rt="$alpha" '/\| mpi \|/ {
-      gsub(/ /, "", $2); gsub(/ /, "", $4);
+  echo "The same model with B the link's measured one-way rate at that size (oneway row): oneway + 2 alpha."
+  echo
+  echo "| MiB | measured MPI_Allreduce s | model (tbf rate) s | measured / model | model (one-way rate) s | measured / model |"
+  echo "| --- | --- | --- | --- | --- | --- |"
+  awk -F'|' -v mbit="$3" -v rt="$alpha" '{ gsub(/ /, "", $2); gsub(/ /, "", $3); gsub(/ /, "", $4) }
+    $3 == "oneway" { oneway[$2] = $4 }
+    $3 == "mpi" {
       model = $2 * 1048576 * 8 / (mbit * 1e6) + rt;   # 2 alpha = one all-reduce round trip
-      printf "| %s | %.4f | %.4f | %.3f |\n", $2, $4, model, $4 / model }' /tmp/bench_dist_link.txt
+      eff = oneway[$2] + rt;
+      printf "| %s | %.4f | %.4f | %.3f | %.4f | %.3f |\n", $2, $4, model, $4 / model, eff, $4 / eff }' \
+    /tmp/bench_dist_link.txt
   echo
   if [ "$3" = 100 ]; then
     echo "Overlap at $1: 4 MiB of gradients, a simulated backward of 12 layers x 25 ms:"
@@ -68,10 +73,12 @@ for red in allreduce bucketed; do
 done
 trap '"$HOSTS" down >/dev/null 2>&1 || true; rm -f "${configs[@]}"' EXIT
 step() { grep '"summary"' | sed 's/.*"step_s": \([0-9.]*\), "seqs_per_s": \([0-9.]*\).*/\1 \2/'; }
-one=$("$BUILD/bin/bertperf" bench-step --config "$mini" --threads 2 --steps 3 --repeats 3 | step)
 echo "| ranks | hosts x ranks | threads per rank | reduction | step s | sequences/s (all ranks) |"
 echo "| --- | --- | --- | --- | --- | --- |"
-echo "| 1 | 1 x 1 | 2 | none | ${one% *} | ${one#* } |"
+for t in 2 1; do
+  one=$("$BUILD/bin/bertperf" bench-step --config "$mini" --threads $t --steps 3 --repeats 3 | step)
+  echo "| 1 | 1 x 1 | $t | none | ${one% *} | ${one#* } |"
+done
 for shape in "2 1" "2 2"; do
   set -- $shape
   for i in 0 1; do

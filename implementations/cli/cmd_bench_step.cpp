@@ -153,7 +153,9 @@ int cmd_bench_step(const Args& args, DistContext& dist) {
   };
   auto line = [&](std::string extra, const Repeat& r) {
     if (!dist.is_root()) return;  // under mpirun: rank 0 speaks for the job (its step waits for every rank's)
-    if (dist.size() > 1) extra = cat("\"ranks\": ", dist.size(), ", \"reduction\": \"", reducer->describe(), "\", ", extra);
+    if (dist.size() > 1)
+      extra = cat("\"ranks\": ", dist.size(), ", \"reduction\": \"", reducer->describe(), "\", \"lamb_state_mib\": ",
+                  lamb.state_bytes() / 1048576.0, ", ", extra);
     rusage usage{};
     getrusage(RUSAGE_SELF, &usage);
     std::printf(
