@@ -188,7 +188,7 @@ TEST(DistTraining, TwoRanksEqualOneForEveryReduction) {
 #else
   if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
   TempDir dir("bertperf_dist_training");
-  run_cases("mpirun -np 2 --oversubscribe --allow-run-as-root", 2, dir.path);
+  run_cases("mpirun -np 2 --oversubscribe --allow-run-as-root --mca mpi_yield_when_idle 1", 2, dir.path);
 #endif
 }
 
@@ -211,6 +211,6 @@ TEST(DistTraining, TwoHostsOfTwoRanksEqualOneForEveryReduction) {
   } hosts{env + script + " down >/dev/null 2>&1"};
   const Command up = shell(env + script + " up 2", dir.path);
   ASSERT_EQ(up.code, 0) << up.out << up.err;
-  run_cases(env + script + " mpirun 2 2", 4, dir.path);
+  run_cases(cat(env, "MPIRUN_ARGS='--mca mpi_yield_when_idle 1' ", script, " mpirun 2 2"), 4, dir.path);
 #endif
 }
