@@ -64,9 +64,9 @@ const Case kCases[] = {
 };
 
 // Train data, benchmark.json and configs for a tiny BERT with dropout.
-class Setup {
+class TrainFiles {
  public:
-  explicit Setup(const fs::path& dir) : dir_(dir) {
+  explicit TrainFiles(const fs::path& dir) : dir_(dir) {
     fs::create_directories(dir);
     write_varlength((dir / "train.hdf5").string(), bertperf::testing::synthetic_sequences(640, 32, 64, 5, 1));
     write_varlength((dir / "eval.hdf5").string(), bertperf::testing::synthetic_sequences(16, 32, 64, 5, 2));
@@ -162,7 +162,7 @@ void expect_same_training(const Trained& one, const Trained& many, const char* n
 
 // One rank's 20 steps, then each case launched by `launch` as `ranks` ranks of 4 / ranks micro-batches.
 void run_cases(const std::string& launch, int ranks, const fs::path& dir) {
-  Setup setup(dir);
+  TrainFiles setup(dir);
   const Trained one[2] = {
       train("", setup.config("one", 1, 4, false, R"({"algorithm": "allreduce"})"), dir, "one"),
       train("", setup.config("one-after", 1, 4, true, R"({"algorithm": "allreduce"})"), dir, "one-after")};
@@ -189,6 +189,55 @@ TEST(DistTraining, TwoRanksEqualOneForEveryReduction) {
   if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
   TempDir dir("bertperf_dist_training");
   run_cases("mpirun -np 2 --oversubscribe --allow-run-as-root --mca mpi_yield_when_idle 1", 2, dir.path);
+#endif
+}
+
+// The session's path (`bertperf train`, TrainSession): under mpirun -np 2, sharded LAMB and the bucketed reducer
+// print the same losses as the plain all-reduce (the same rows dealt to the same ranks), and the sharded run logs
+// about half the optimizer state per rank.
+TEST(DistTraining, TrainCommandLogsTheReductionAndShardedState) {
+#ifndef BERTPERF_HAVE_MPI
+  GTEST_SKIP() << "built without MPI";
+#else
+  if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
+  TempDir dir("bertperf_dist_train_cli");
+  TrainFiles setup(dir.path);
+  auto run = [&](const char* name, const char* reduction) {
+    const std::string config = setup.config(name, 2, 2, true, reduction);
+    return shell(cat("timeout 120 mpirun -np 2 --oversubscribe --allow-run-as-root --mca mpi_yield_when_idle 1 ",
+                     BERTPERF_BINARY_DIR, "/bin/bertperf train --config ", config, " --seed 3 --steps 5"),
+                 dir.path);
+  };
+  auto losses = [](const std::string& out) {
+    std::vector<double> l;
+    std::istringstream lines(out);
+    for (std::string line; std::getline(lines, line);)
+      if (auto at = line.find(" loss "); at != std::string::npos) l.push_back(std::stod(line.substr(at + 6)));
+    return l;
+  };
+  const Command plain = run("plain", R"({"algorithm": "allreduce"})");
+  const Command sharded = run("sharded", R"({"shard_optimizer": true})");
+  const Command bucketed = run("bucketed", R"({"algorithm": "bucketed", "bucket_mb": 0.01})");
+  for (const Command* c : {&plain, &sharded, &bucketed}) ASSERT_EQ(c->code, 0) << c->out << c->err;
+  const auto want = losses(plain.out);
+  ASSERT_EQ(want.size(), 5u) << plain.out;
+  for (const Command* c : {&sharded, &bucketed}) {
+    const auto got = losses(c->out);
+    ASSERT_EQ(got.size(), 5u) << c->out;
+    for (size_t i = 0; i < got.size(); ++i) EXPECT_LE(std::fabs(got[i] - want[i]), 1e-6 * std::fabs(want[i])) << i;
+  }
+  EXPECT_NE(bucketed.err.find("reduction: bucketed all-reduce over MPI"), std::string::npos) << bucketed.err;
+  // "LAMB state X MiB on this rank (Y MiB unsharded)" from each rank.
+  for (int r = 0; r < 2; ++r) {
+    const std::string tag = cat("rank ", r, ": reduction: sharded (ZeRO-1)");
+    const size_t at = sharded.err.find(tag);
+    ASSERT_NE(at, std::string::npos) << sharded.err;
+    double mine = 0, full = 0;
+    ASSERT_EQ(std::sscanf(sharded.err.c_str() + sharded.err.find("LAMB state ", at),
+                          "LAMB state %lf MiB on this rank (%lf MiB unsharded)", &mine, &full), 2)
+        << sharded.err;
+    EXPECT_NEAR(mine / full, 0.5, 0.1) << sharded.err;
+  }
 #endif
 }
 
