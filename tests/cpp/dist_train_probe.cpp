@@ -68,8 +68,7 @@ int train(DistContext& dist, const std::string& config_path, int steps, const st
   FlatTensors host(table);
   bert_init_parameters(host, c.model, 7);
   params.upload(host);
-  std::cerr << "rank " << r << ": reduction: " << reducer->describe() << "; LAMB state " << lamb.state_bytes()
-            << " bytes\n";
+  std::cerr << cat("rank ", r, ": reduction: ", reducer->describe(), "; LAMB state ", lamb.state_bytes(), " bytes\n");
 
   for (int s = 0; s < steps; ++s) {
     std::vector<const Batch*> micro;
