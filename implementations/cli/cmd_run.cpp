@@ -11,10 +11,12 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <mutex>
 #include <sstream>
 
 #include "cli/args.h"
@@ -38,18 +40,20 @@ constexpr int kExitAborted = 3;
 
 const char* const kRunOnceUsage =
     "usage: bertperf run-once --config FILE --log FILE [--system-file FILE] [--seed N] [--stdout]\n"
-    "                         [--no-progress]\n"
+    "                         [--no-progress] [--dry-run]\n"
     "  One timed MLPerf run. The :::MLLOG log is written to a temporary file beside FILE and renamed\n"
     "  to FILE when the run ends; an interrupted run leaves nothing behind. With --stdout the log\n"
     "  lines are also printed. Launch it under mpirun when the config has more than one rank.\n"
     "  --system-file  the MLPerf system description (default: systems/<system>.json found in the\n"
     "                 config's directory or the nearest parent that has one)\n"
     "  --seed         the run seed (default: fresh from /dev/urandom, as closed runs require)\n"
+    "  --dry-run      log only the submission, seed and hyperparameter lines of the init block, without\n"
+    "                 data, model or training (--log FILE, or --stdout alone); any rank count\n"
     "  Exit status: 0 target reached, 3 run aborted (log written), 2 bad input, 1 internal error.\n";
 
 const char* const kRunUsage =
     "usage: bertperf run --config FILE [--out DIR] [--runs N] [--system-file FILE] [--resume]\n"
-    "                    [--mpirun PROGRAM] [--mpirun-args ARGS] [--no-progress]\n"
+    "                    [--mpirun PROGRAM | --srun] [--mpirun-args ARGS] [--no-progress]\n"
     "  A result set: N timed runs (default: the benchmark's, 10 for BERT), each a fresh process\n"
     "  (`bertperf run-once`, through `mpirun -np <ranks>` when the config has more than one rank),\n"
     "  written as an MLPerf submission tree:\n"
@@ -58,7 +62,10 @@ const char* const kRunUsage =
     "  --out          the tree's root (default: results/<config benchmark>_<system>)\n"
     "  --resume       keep existing result files and run only the missing indices\n"
     "  --mpirun       the MPI launcher (default: mpirun); --mpirun-args: extra launcher arguments,\n"
-    "                 split at spaces (e.g. \"--hostfile hosts --bind-to none\")\n";
+    "                 split at spaces (e.g. \"--hostfile hosts --bind-to none\")\n"
+    "  --srun         inside a Slurm allocation: every run is a job step, `srun --ntasks <ranks>\n"
+    "                 --kill-on-bad-exit=1 [ARGS] bertperf run-once ...`, also for one rank\n"
+    "                 (ARGS from --mpirun-args, e.g. \"--mpi=pmix\"); scripts/bertperf.sbatch uses it\n";
 
 // ---- run-once: temporary log removal on signals ------------------------------------------------
 
@@ -205,13 +212,36 @@ RunSummary summarize_log(const fs::path& path) {
 
 }  // namespace
 
+namespace {
+
+// run-once --dry-run: the config's hyperparameter lines as a real run logs them, with no data or training.
+int dry_run(const Options& opts, DistContext& world) {
+  const TrainConfig config = load_train_config(opts.required("config"), /*check_data=*/false);
+  const SystemDescription system = load_system_description(system_file_for(config, opts));
+  const std::string log_path = opts.get("log").value_or("");
+  if (log_path.empty() && !opts.flag("stdout")) throw_input("command line", "--dry-run needs --log FILE or --stdout");
+  const int64_t seed = opts.get("seed") ? opts.integer("seed", 0) : int64_t(fresh_seed());
+  if (seed < 0) throw_input("command line", "option --seed must not be negative");
+  mllog::Logger log(mllog::Logger::Options{
+      .to_stdout = opts.flag("stdout"), .file = log_path, .name_space = "", .rank = world.rank()});
+  log_run_header(log, config, system, uint64_t(seed));
+  log.close_file();
+  if (world.is_root() && !log_path.empty())
+    std::cerr << "bertperf run-once: dry run of " << config.source << ": hyperparameters logged to " << log_path
+              << " (no training)\n";
+  return 0;
+}
+
+}  // namespace
+
 int cmd_run_once(const Args& args, DistContext& world) {
-  const Options opts(args, {"config", "log", "system-file", "seed"}, {"stdout", "no-progress", "help"});
+  const Options opts(args, {"config", "log", "system-file", "seed"}, {"stdout", "no-progress", "help", "dry-run"});
   if (opts.flag("help")) {
     std::cout << kRunOnceUsage;
     return 0;
   }
   if (!opts.positional().empty()) throw_input("command line", "unexpected argument '" + opts.positional()[0] + "'");
+  if (opts.flag("dry-run")) return dry_run(opts, world);
   const TrainConfig config = load_train_config(opts.required("config"));
   const SystemDescription system = load_system_description(system_file_for(config, opts));
   const fs::path log_path = opts.required("log");
@@ -237,10 +267,35 @@ int cmd_run_once(const Args& args, DistContext& world) {
                                            .file = temp ? temp->path().string() : "",
                                            .name_space = "",
                                            .rank = world.rank()});
+  // Another rank's failure ends the job from rank 0's watcher thread (dist/context.h): the run is logged as aborted
+  // and its log committed first, unless this rank has finished it already (its own log then stands).
+  std::mutex ending;
+  bool ended = false;
+  TimedRunState state;
+  options.state = &state;
+  if (temp)
+    world.on_peer_failure([&](const std::string& line) {
+      std::lock_guard<std::mutex> lock(ending);
+      if (ended) return;
+      ended = true;
+      log_run_aborted(log, config, state);
+      log.close_file();
+      temp->commit();
+      std::cerr << "bertperf run-once: run aborted (" << line << ") -> " << log_path.string() << "\n";
+    });
+  struct ClearHook {  // before `ending`, `log` and `temp` go, on every path
+    DistContext& world;
+    ~ClearHook() { world.on_peer_failure(nullptr); }
+  } clear_hook{world};
   const TimedRunResult result = timed_run(config, system, log, options, world, train_session_factory(world));
-  log.close_file();
+  {
+    // A failure reported from here on waits until the finished log is in place.
+    std::lock_guard<std::mutex> lock(ending);
+    ended = true;
+    log.close_file();
+    if (temp) temp->commit();
+  }
   if (temp) {
-    temp->commit();
     std::cerr << "bertperf run-once: " << result.status << " after "
               << (result.run_stop_ms - result.run_start_ms) / 60000.0 << " min, " << result.samples_trained
               << " samples, best mlm accuracy " << result.best_accuracy << ", seed " << result.seed
@@ -252,7 +307,7 @@ int cmd_run_once(const Args& args, DistContext& world) {
 
 int cmd_run(const Args& args, DistContext&) {
   const Options opts(args, {"config", "out", "runs", "system-file", "mpirun", "mpirun-args"},
-                     {"resume", "no-progress", "help"});
+                     {"resume", "no-progress", "help", "srun"});
   if (opts.flag("help")) {
     std::cout << kRunUsage;
     return 0;
@@ -293,7 +348,13 @@ int cmd_run(const Args& args, DistContext&) {
   ::sigaction(SIGTERM, &sa, nullptr);
 
   std::vector<std::string> launcher;
-  if (config.ranks > 1) {
+  if (opts.flag("srun")) {
+    if (opts.get("mpirun")) throw_input("command line", "--srun and --mpirun exclude each other");
+    if (!std::getenv("SLURM_JOB_ID"))
+      throw_input("command line", "--srun needs a Slurm allocation (SLURM_JOB_ID is not set): use sbatch or salloc");
+    launcher = {"srun", cat("--ntasks=", config.ranks), "--kill-on-bad-exit=1"};
+    for (auto& a : split_spaces(opts.get("mpirun-args").value_or(""))) launcher.push_back(a);
+  } else if (config.ranks > 1) {
     launcher = {opts.get("mpirun").value_or("mpirun"), "-np", std::to_string(config.ranks)};
     for (auto& a : split_spaces(opts.get("mpirun-args").value_or(""))) launcher.push_back(a);
   }

@@ -20,8 +20,9 @@ namespace {
 
 class NcclReducer final : public GradReducer {
  public:
-  NcclReducer(DistContext& dist, DType type, const ReductionOptions& options, int device, size_t elements)
-      : type_(type), elements_(elements), esize_(element_bytes(type)), comm_(make_comm(dist, device)) {
+  NcclReducer(DistContext& dist, DType type, const ReductionOptions& options, int device, size_t elements,
+              void* compute_stream)
+      : type_(type), elements_(elements), esize_(element_bytes(type)), comm_(make_comm(dist, device, compute_stream)) {
     BERT_CHECK(type == DType::F32 || type == DType::BF16, "the NCCL reducer sums fp32 or bf16, not ",
                element_name(type));
     if (options.algorithm == ReduceAlgorithm::BUCKETED && elements > 0) {
@@ -65,17 +66,19 @@ class NcclReducer final : public GradReducer {
   }
 
   std::string describe() const override {
-    return cat(buckets_.empty() ? std::string("all-reduce") : cat("bucketed all-reduce (", buckets_.size(), " buckets)"),
+    const std::string kind =
+        buckets_.empty() ? std::string("all-reduce") : cat("bucketed all-reduce (", buckets_.size(), " buckets)");
+    return cat(kind,
                " over ", cuda::NcclComm::version(), ", ", element_name(type_), ", on its own stream");
   }
 
  private:
-  static std::unique_ptr<cuda::NcclComm> make_comm(DistContext& dist, int device) {
+  static std::unique_ptr<cuda::NcclComm> make_comm(DistContext& dist, int device, void* compute_stream) {
     cuda::NcclId id{};
     if (dist.rank() == 0) id = cuda::nccl_unique_id();
     if (dist.mpi() && dist.size() > 1)
       MPI_CHECK(MPI_Bcast(id.data(), static_cast<int>(id.size()), MPI_BYTE, 0, MPI_COMM_WORLD));
-    return std::make_unique<cuda::NcclComm>(id, dist.size(), dist.rank(), device);
+    return std::make_unique<cuda::NcclComm>(id, dist.size(), dist.rank(), device, compute_stream);
   }
 
   void start(void* grads, size_t b) {
@@ -104,8 +107,8 @@ class NcclReducer final : public GradReducer {
 bool nccl_built() { return true; }
 
 std::unique_ptr<GradReducer> make_nccl_reducer(DistContext& dist, DType type, const ReductionOptions& options,
-                                               int device, size_t elements) {
-  return std::make_unique<NcclReducer>(dist, type, options, device, elements);
+                                               int device, size_t elements, void* compute_stream) {
+  return std::make_unique<NcclReducer>(dist, type, options, device, elements, compute_stream);
 }
 
 }  // namespace bertperf
@@ -116,7 +119,7 @@ namespace bertperf {
 
 bool nccl_built() { return false; }
 
-std::unique_ptr<GradReducer> make_nccl_reducer(DistContext&, DType, const ReductionOptions&, int, size_t) {
+std::unique_ptr<GradReducer> make_nccl_reducer(DistContext&, DType, const ReductionOptions&, int, size_t, void*) {
   throw InternalError("this build has no NCCL (it needs the CUDA toolkit, NCCL and MPI)");
 }
 

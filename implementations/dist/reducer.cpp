@@ -118,7 +118,7 @@ class MpiReducer final : public GradReducer {
       reset_buckets();
       int provided = MPI_THREAD_SINGLE;
       MPI_CHECK(MPI_Query_thread(&provided));
-      threaded_ = options.thread && provided >= MPI_THREAD_SERIALIZED;
+      threaded_ = options.thread && provided >= MPI_THREAD_MULTIPLE;  // beside the context's failure watcher
       if (threaded_) worker_ = std::thread([this] { work(); });
     } else if (options.algorithm == ReduceAlgorithm::HIERARCHICAL) {
       BERT_CHECK(elements > 0, "a hierarchical reducer needs the flat buffer's size");
@@ -199,7 +199,8 @@ class MpiReducer final : public GradReducer {
       return cat("sharded (ZeRO-1) over MPI, ", dt, ": reduce-scatter into ", size_, " parts, this rank's ",
                  parts_[rank_].size(), " of ", elements_, " elements; all-gather of the parameters");
     if (!buckets_.empty())
-      return cat("bucketed all-reduce over MPI, ", dt, ": ", buckets_.size(), " bucket", buckets_.size() == 1 ? "" : "s",
+      return cat("bucketed all-reduce over MPI, ", dt, ": ", buckets_.size(), " bucket",
+                 buckets_.size() == 1 ? "" : "s",
                  " of up to ", options_.bucket_mb, " MiB, ",
                  threaded_ ? "on a communication thread" : "MPI_Iallreduce polled at every ready layer");
     if (local_ != MPI_COMM_NULL)
@@ -336,13 +337,15 @@ std::unique_ptr<GradReducer> make_grad_reducer(Backend& backend, DistContext& di
   if (dist.size() == 1) return std::make_unique<IdentityReducer>();
   // The CPU backends' device memory is host memory, which MPI reads directly.
   const std::string name = backend.name();
-  if (name == "cpu" || name == "cpu-f64") return make_mpi_reducer(dist, backend.master_dtype(), options, elements, cuts);
+  if (name == "cpu" || name == "cpu-f64")
+    return make_mpi_reducer(dist, backend.master_dtype(), options, elements, cuts);
   if (!nccl_built())
     throw InternalError(cat("reducing gradients in ", name, " device memory across ", dist.size(),
                             " ranks needs the NCCL reducer, and this build has no NCCL"));
   if (options.shard_optimizer)
     throw_input("distributed: reduction", "shard_optimizer is not built for the NCCL reducer yet");
-  return make_nccl_reducer(dist, backend.master_dtype(), options, dist.local_rank(), elements);
+  // Device -1: the current one, which the backend set when it was made.
+  return make_nccl_reducer(dist, backend.master_dtype(), options, -1, elements, backend.native_stream());
 }
 
 std::unique_ptr<GradReducer> make_grad_reducer(Backend& backend, DistContext& dist) {

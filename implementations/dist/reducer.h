@@ -6,8 +6,8 @@
 // The algorithms (the config's "distributed": {"reduction": ...} block, harness/train_config.h):
 //   allreduce     one all-reduce of the whole buffer at finish;
 //   bucketed      the buffer cut into buckets of bucket_mb; a bucket's all-reduce starts as soon as ready() has
-//                 reported all of it (on a communication thread where MPI allows it, else MPI_Iallreduce polled at
-//                 every ready()), the rest start at finish, which waits for all;
+//                 reported all of it (on a communication thread where MPI has MPI_THREAD_MULTIPLE, else
+//                 MPI_Iallreduce polled at every ready()), the rest start at finish, which waits for all;
 //   hierarchical  reduce-scatter inside a node, all-reduce of each part across nodes among the ranks of the same
 //                 local rank, all-gather inside the node.
 // A sharded reducer (shard_optimizer, ZeRO-1) reduce-scatters instead: after finish only this rank's part of the
@@ -84,11 +84,12 @@ std::unique_ptr<GradReducer> make_grad_reducer(Backend& backend, DistContext& di
 // finished writing that memory when they return (the CPU's run synchronously).
 std::unique_ptr<GradReducer> make_mpi_reducer(DistContext& dist, DType type, const ReductionOptions& options = {},
                                               size_t elements = 0, const std::vector<int64_t>& cuts = {});
-// The NCCL reducer over device memory of `type` (F32 or BF16) on CUDA device `device`, bucketed (for a buffer of
-// `elements`) on its own CUDA stream, with the communicator's unique id broadcast over MPI. InternalError where
-// NCCL is not built (nccl_built()).
+// The NCCL reducer over device memory of `type` (F32 or BF16) on CUDA device `device` (-1: the current one),
+// bucketed (for a buffer of `elements`) on its own CUDA stream, with the communicator's unique id broadcast over MPI.
+// `compute_stream` (Backend::native_stream) is the stream the gradients are written on. InternalError where NCCL
+// is not built (nccl_built()).
 std::unique_ptr<GradReducer> make_nccl_reducer(DistContext& dist, DType type, const ReductionOptions& options,
-                                               int device, size_t elements);
+                                               int device, size_t elements, void* compute_stream = nullptr);
 bool nccl_built();
 
 }  // namespace bertperf

@@ -114,6 +114,27 @@ void log_hyperparameters(mllog::Logger& log, const TrainConfig& c) {
 
 }  // namespace
 
+void log_run_aborted(mllog::Logger& log, const TrainConfig& config, const TimedRunState& state) {
+  if (state.started) {
+    const int64_t samples = state.samples, evaluated = state.evaluated;
+    log.end("block_stop", nullptr, {{"first_epoch_num", 1}});
+    log.end("epoch_stop", nullptr, {{"epoch_num", samples}});
+    log.event("train_samples", samples);
+    log.event("eval_samples", evaluated > 0 ? evaluated : config.eval_samples);
+  }
+  log.end("run_stop", nullptr, {{"status", "aborted"}});
+}
+
+void log_run_header(mllog::Logger& log, const TrainConfig& config, const SystemDescription& system, uint64_t seed) {
+  log.event("submission_benchmark", config.submission_benchmark);
+  log.event("submission_org", system.submitter);
+  log.event("submission_division", config.division.empty() ? system.division : config.division);
+  log.event("submission_status", system.log_status());
+  log.event("submission_platform", system.system_name);
+  log.event("seed", seed);
+  log_hyperparameters(log, config);
+}
+
 TimedRunResult timed_run(const TrainConfig& config, const SystemDescription& system, mllog::Logger& log,
                          const TimedRunOptions& options, DistContext& world, const TrainingRunFactory& make_run) {
   BERT_CHECK(world.size() == config.ranks || world.size() == 1, "launched with ", world.size(),
@@ -123,18 +144,11 @@ TimedRunResult timed_run(const TrainConfig& config, const SystemDescription& sys
   evict_data_from_page_cache(config);
   log.event("cache_clear", true);
   log.start("init_start");
-  log.event("submission_benchmark", config.submission_benchmark);
-  log.event("submission_org", system.submitter);
-  log.event("submission_division", config.division.empty() ? system.division : config.division);
-  log.event("submission_status", system.log_status());
-  log.event("submission_platform", system.system_name);
-
   // Every rank trains with rank 0's seed (allowed: one seed per run, shared across processes).
   uint64_t seed = options.seed ? *options.seed : fresh_seed();
   world.broadcast(seed);
   result.seed = seed;
-  log.event("seed", seed);
-  log_hyperparameters(log, config);
+  log_run_header(log, config, system, seed);
 
   std::unique_ptr<TrainingRun> run = make_run(config, seed);
   for (const auto& name : run->tensor_names()) log.event("weights_initialization", nullptr, {{"tensor", name}});
@@ -144,6 +158,7 @@ TimedRunResult timed_run(const TrainConfig& config, const SystemDescription& sys
   // ---- timed region ----
   result.run_start_ms = mllog::now_ms();
   log.start("run_start");
+  if (options.state) options.state->started = true;
   // BERT has no epochs; as NVIDIA's logs, one epoch and one block span the run, and epoch_stop
   // carries the samples trained (BERT's "epoch" unit).
   log.start("epoch_start", nullptr, {{"epoch_num", 0}});
@@ -155,6 +170,7 @@ TimedRunResult timed_run(const TrainConfig& config, const SystemDescription& sys
   auto interval_start = Clock::now();
   int64_t interval_start_samples = 0;
   auto on_step = [&](const TrainProgress& p) {
+    if (options.state) options.state->samples = p.samples_trained;
     const double rate = double(p.samples_trained - interval_start_samples) / std::max(1e-9, seconds_since(interval_start));
     progress.update(p, last_accuracy, rate);
   };
@@ -177,6 +193,7 @@ TimedRunResult timed_run(const TrainConfig& config, const SystemDescription& sys
     log.end("eval_stop", samples, {{"epoch_num", samples}});
     ++result.evaluations;
     evaluated = eval.samples;
+    if (options.state) options.state->evaluated = evaluated;
     if (!std::isfinite(eval.mlm_accuracy)) {
       result.abort_reason = cat("non-finite eval accuracy at ", samples, " samples");
       break;

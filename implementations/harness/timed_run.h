@@ -11,6 +11,7 @@
 // progress line goes to stderr only, so it never enters the log.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -42,10 +43,22 @@ using TrainingRunFactory = std::function<std::unique_ptr<TrainingRun>(const Trai
 // The real thing: a TrainSession on the job's ranks (harness/session_run.cpp).
 TrainingRunFactory train_session_factory(DistContext& dist);
 
+// Where a timed run is, for ending its log from another thread (a peer rank's failure, dist/context.h).
+struct TimedRunState {
+  std::atomic<bool> started{false};   // run_start is logged
+  std::atomic<int64_t> samples{0};    // samples trained, as of the last step
+  std::atomic<int64_t> evaluated{0};  // sequences in the last evaluation, all ranks
+};
+
 struct TimedRunOptions {
   std::optional<uint64_t> seed;  // default: fresh from /dev/urandom (closed-division rule)
   bool progress = true;          // the stderr progress line
+  TimedRunState* state = nullptr;  // kept up to date when set
 };
+
+// Ends the log of a run cut short where `state` says: after run_start, the closing lines timed_run logs
+// (block_stop, epoch_stop, train_samples, eval_samples), then run_stop with status aborted.
+void log_run_aborted(mllog::Logger& log, const TrainConfig& config, const TimedRunState& state);
 
 struct TimedRunResult {
   bool success = false;      // the target accuracy was reached
@@ -65,6 +78,10 @@ uint64_t fresh_seed();
 // Evicts the config's data files from the page cache (what an unprivileged process can do toward
 // the "flush caches before each run" rule).
 void evict_data_from_page_cache(const TrainConfig& config);
+
+// The submission_* keys, the seed and every hyperparameter, as a timed run logs them after
+// init_start; `bertperf run-once --dry-run` logs these alone.
+void log_run_header(mllog::Logger& log, const TrainConfig& config, const SystemDescription& system, uint64_t seed);
 
 // Runs one timed run, logging through `log` (which drops lines on ranks other than 0).
 TimedRunResult timed_run(const TrainConfig& config, const SystemDescription& system, mllog::Logger& log,

@@ -212,6 +212,7 @@ TrainConfig load_train_config(const std::string& path, bool check_data) {
     const std::string where = path + ": distributed";
     JsonFields d(f.raw("distributed"), where);
     const std::string clip = d.optional<std::string>("clip", "per_micro_batch");
+    c.balanced_batches = d.optional<bool>("balanced_batches", false);
     if (d.has("reduction")) {
       const std::string rwhere = where + ": reduction";
       JsonFields r(d.raw("reduction"), rwhere);

@@ -16,6 +16,8 @@
 //     "backend": { "name": "cpu" | "cpu-f64" | "cuda", "threads": int (optional, CPU threads per rank, 0 = all),
 //                  "device": int (optional, CUDA device, -1 = the local rank's) } (optional: cpu, all threads),
 //     "distributed": { "clip": "per_micro_batch" (the reference's, default) | "after_reduction",
+//                      "balanced_batches": bool (optional, default false: each rank reads its own shards; true:
+//                      every step's global batch is dealt out by real tokens, data/reader.h),
 //                      "reduction": { "algorithm": "allreduce" (default) | "bucketed" | "hierarchical",
 //                                     "bucket_mb": number (optional, bucketed: MiB per bucket, default 25),
 //                                     "shard_optimizer": bool (optional, ZeRO-1 LAMB; with "allreduce" only) }
@@ -62,6 +64,7 @@ struct TrainConfig {
   int ranks = 1;
   BackendOptions backend;             // where the model runs
   bool clip_after_reduction = false;  // clip the reduced gradient, not each micro-batch's (harness/train_step.h)
+  bool balanced_batches = false;      // deal each global batch out by real tokens (ReaderOptions::balance)
   ReductionOptions reduction;         // how gradients are summed over ranks (dist/reducer.h)
   LambHyperparams lamb;
   // Eval and stopping. After loading, eval_interval_samples and max_samples are always resolved

@@ -113,6 +113,8 @@ struct TrainSession::Impl {
     o.seed = seed;
     o.batch_rows = c.local_batch_size;
     o.pack = c.packed;
+    o.balance = c.balanced_batches;
+    o.micro_batches = c.grad_accum_steps;
     return o;
   }
   static ReaderOptions eval_reader_options(const TrainConfig& c, const DistContext& d) {

@@ -3,13 +3,19 @@
 //   dist_probe check   every rank prints what it is and checks all-reduce, broadcast and the MPI gradient reducer
 //                      against sums computed here; a wrong result throws, which ends the job non-zero
 //   dist_probe fail    the last rank throws a bad-input error while the others wait in a barrier
+//   dist_probe throw   the last rank throws a plain exception while the others wait in all-reduces
+//   dist_probe train   every rank sums in all-reduces until killed (a test kills one of them)
 //   dist_probe reducers  every reducer (all-reduce, bucketed on a thread and polled, hierarchical, sharded) against
 //                      the fp64 sum of every rank's contribution (each rank computes them all) and, where the
 //                      summation order is the same (two ranks), bit for bit against the plain all-reduce
+// Rank 0 prints "peer failure: LINE" when its watcher hears of another rank's failure.
+#include <unistd.h>
+
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
-#include <algorithm>
+#include <stdexcept>
 #include <iostream>
 #include <memory>
 #include <vector>
@@ -196,16 +202,31 @@ int fail(DistContext& dist) {
   return 0;
 }
 
+int throw_plain(DistContext& dist) {
+  if (dist.rank() == dist.size() - 1) throw std::runtime_error("simulated fault in the backward");
+  std::vector<double> v(1 << 16, 1.0);
+  for (;;) dist.allreduce_sum(v.data(), v.size());  // without the abort, for ever
+}
+
+int train(DistContext& dist) {
+  std::vector<double> v(1 << 16, 1.0);
+  std::cout << "rank " << dist.rank() << " pid " << getpid() << std::endl;
+  for (;;) dist.allreduce_sum(v.data(), v.size());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::unique_ptr<DistContext> dist;  // destroyed last, after everything that uses MPI
   try {
     dist = DistContext::create();
+    dist->on_peer_failure([](const std::string& line) { std::cout << "peer failure: " << line << std::endl; });
     if (argc == 2 && !std::strcmp(argv[1], "check")) return check(*dist);
     if (argc == 2 && !std::strcmp(argv[1], "fail")) return fail(*dist);
+    if (argc == 2 && !std::strcmp(argv[1], "throw")) return throw_plain(*dist);
+    if (argc == 2 && !std::strcmp(argv[1], "train")) return train(*dist);
     if (argc == 2 && !std::strcmp(argv[1], "reducers")) return reducers(*dist);
-    throw_input("command line", "usage: dist_probe check|fail|reducers");
+    throw_input("command line", "usage: dist_probe check|fail|throw|train|reducers");
   } catch (...) {
     return report_failure("dist_probe", dist.get());
   }

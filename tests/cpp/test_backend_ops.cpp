@@ -16,6 +16,8 @@
 // naively at its precision: the CPU's fp32 ops run on inputs rounded to bf16 wherever the backend keeps bf16, with
 // those outputs rounded to bf16 as well (naive_bf16 below).
 //
+// A device backend runs each case twice and must give the same bits both times (deterministic algorithms only).
+//
 // Dropout is compared with masks on, since every backend draws ops.h's Philox masks. A backend that draws its own
 // masks for an op declares it in draws_own_masks(); that op is then compared with dropout off, and the forward ops'
 // drop rate and scaling are checked statistically (which every backend's forward ops also get here).
@@ -36,6 +38,7 @@
 #include "backends/backend.h"
 #include "backends/cpu/cpu_backend.h"
 #include "backends/ops.h"
+#include "core/errors.h"
 #include "flat_problem.h"
 
 namespace bertperf {
@@ -247,6 +250,17 @@ void expect_conformance(Backend& backend, Backend& oracle, Backend& cpu_fp32, co
   const std::string what = c.op + " [" + c.shape + "] on " + backend.name();
   SCOPED_TRACE(what);
   const Results got = run_case(backend, c), ref = run_case(oracle, c);
+  // A device backend must also be deterministic (two runs from one seed are bit-identical): the case again, the
+  // same bits. (The CPU backend's sums are thread-count independent by construction; test_ops checks that.)
+  if (backend.name() != "cpu" && backend.name() != "cpu-f64") {
+    const Results again = run_case(backend, c);
+    for (size_t i = 0; i < c.tensors.size(); ++i) {
+      const bool same = got.bytes[i] == again.bytes[i] && got.values[i].size() == again.values[i].size() &&
+                        (got.values[i].empty() || std::memcmp(got.values[i].data(), again.values[i].data(),
+                                                              got.values[i].size() * sizeof(double)) == 0);
+      EXPECT_TRUE(same) << c.tensors[i].name << " differs between two runs of the same case";
+    }
+  }
   const Dtypes dtypes = Dtypes::of(backend);
   const bool bf16 = dtypes.any_bf16();
   Results naive;
@@ -984,6 +998,23 @@ TEST_P(BackendOps, DropoutMasksHaveTheirRateAndScale) {
 // The naive bf16 reference that a bf16 backend is held to, checked here so that it is right before one is: its
 // results are bf16 numbers, their error against fp64 is of bf16 size, and the 2x criterion separates an error of
 // 1.5x from one of 3x.
+// Where "cuda" cannot run (no CUDA in this build, or no device), asking for it is one clear line naming it.
+TEST(CudaBackendChoice, WithoutADeviceIsOneInputErrorLine) {
+  const std::vector<std::string> here = available_backends();
+  if (std::find(here.begin(), here.end(), "cuda") != here.end())
+    GTEST_SKIP() << "a CUDA device is here, so the no-device path cannot be taken";
+  BackendOptions options;
+  options.name = "cuda";
+  try {
+    make_backend(options);
+    FAIL() << "make_backend(\"cuda\") returned a backend with no device";
+  } catch (const InputError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("cuda"), std::string::npos) << what;
+    EXPECT_EQ(what.find('\n'), std::string::npos) << what;
+  }
+}
+
 TEST(NaiveBf16Reference, RoundsWhereTheBackendKeepsBf16AndBoundsTheError) {
   EXPECT_EQ(round_bf16(1.0f), 1.0f);
   EXPECT_EQ(round_bf16(1.0f + 1.0f / 256), 1.0f);                 // a tie rounds to even

@@ -4,11 +4,15 @@
 // reducer against sums the probe computes itself, and one rank's bad input ending the whole job instead of leaving
 // the other waiting.
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <fstream>
+#include <iostream>
 #include <map>
 #include <optional>
 #include <sstream>
@@ -90,6 +94,7 @@ void expect_world_of_one(DistContext& dist) {
 struct Job {
   int code;
   std::string out, err;
+  double seconds;  // from start to exit
 };
 
 std::string slurp(const std::string& path) {
@@ -108,8 +113,10 @@ std::string slurp(const std::string& path) {
   const std::string out = dir / "out.txt", err = dir / "err.txt";
   const std::string command =
       cat("timeout ", limit_s, " ", launch, " ", BERTPERF_BINARY_DIR, "/bin/dist_probe ", mode, " >", out, " 2>", err);
+  const auto start = std::chrono::steady_clock::now();
   const int raw = std::system(command.c_str());
-  return {WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, slurp(out), slurp(err)};
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return {WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, slurp(out), slurp(err), seconds};
 }
 
 // What the failure handler prints on a world of one, and the code it returns.
@@ -221,14 +228,79 @@ TEST(DistJob, OneRankFailingEndsTheJob) {
   GTEST_SKIP() << "built without MPI";
 #else
   if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
-  // Rank 1 throws a bad-input error while rank 0 waits in a barrier: the job must end, non-zero, within 60 s.
-  const Job job = run_probe(kMpirun2, "fail", 60);
+  // Rank 1 throws a bad-input error while rank 0 waits in a barrier: the job must end, non-zero, within 60 s, and
+  // rank 0's watcher hears of it first.
+  const Job job = run_probe(kMpirun2, "fail", 90);
+  std::cout << "job ended " << job.seconds << " s after it started (exit " << job.code << ")\n";
   EXPECT_NE(job.code, 124) << "the job hung: " << job.err;
-  EXPECT_NE(job.code, 0) << job.err;
+  EXPECT_EQ(job.code, 2) << job.err;
+  EXPECT_LT(job.seconds, 60.0);
   const std::string line = cat("rank 1 on ", this_host(),
                                ": dist_probe: error: shard_1.hdf5: row 3: token id 40000 is outside the vocabulary");
   EXPECT_NE(job.err.find(line), std::string::npos) << job.err;
   EXPECT_EQ(job.err.find("rank 0 on"), std::string::npos) << job.err;
+  EXPECT_NE(job.out.find("peer failure: " + line), std::string::npos) << job.out;
+#endif
+}
+
+TEST(DistJob, OneRankThrowingEndsTheJob) {
+#ifndef BERTPERF_HAVE_MPI
+  GTEST_SKIP() << "built without MPI";
+#else
+  if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
+  // Rank 1 throws a plain exception while rank 0 sits in all-reduces that would never complete.
+  const Job job = run_probe(kMpirun2, "throw", 90);
+  std::cout << "job ended " << job.seconds << " s after it started (exit " << job.code << ")\n";
+  EXPECT_NE(job.code, 124) << "the job hung: " << job.err;
+  EXPECT_EQ(job.code, 1) << job.err;
+  EXPECT_LT(job.seconds, 60.0);
+  const std::string line = cat("rank 1 on ", this_host(), ": dist_probe: simulated fault in the backward");
+  EXPECT_NE(job.err.find(line), std::string::npos) << job.err;
+  EXPECT_NE(job.out.find("peer failure: " + line), std::string::npos) << job.out;
+#endif
+}
+
+TEST(DistJob, OneRankKilledEndsTheJob) {
+#ifndef BERTPERF_HAVE_MPI
+  GTEST_SKIP() << "built without MPI";
+#else
+  if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
+  // Both ranks sit in all-reduces; rank 1 gets SIGKILL. The launcher must end rank 0 and the job, non-zero, naming
+  // the rank and the host, within 60 s of the kill.
+  TempDir dir("bertperf_dist_kill");
+  const std::string out = dir / "out.txt", err = dir / "err.txt", times = dir / "times.txt";
+  const std::string script = cat(
+      "timeout 90 ", kMpirun2, " ", BERTPERF_BINARY_DIR, "/bin/dist_probe train >", out, " 2>", err, " & job=$!\n",
+      "for i in $(seq 300); do grep -q 'rank 0 pid' ", out, " && grep -q 'rank 1 pid' ", out, " && break; sleep 0.1; done\n",
+      "victim=$(sed -n 's/^rank 1 pid //p' ", out, ")\n",
+      "kill -9 \"$victim\"; killed=$(date +%s.%N)\n",
+      "wait $job; code=$?\n",
+      "echo \"$code $(awk \"BEGIN{print $(date +%s.%N) - $killed}\")\" >", times, "\n");
+  std::ofstream(dir / "kill.sh") << script;
+  ASSERT_EQ(std::system(cat("bash ", dir / "kill.sh").c_str()), 0);
+  std::istringstream result(slurp(times));
+  int code = -1;
+  double seconds = -1;
+  result >> code >> seconds;
+  const std::string output = slurp(out), errors = slurp(err);
+  std::cout << "job ended " << seconds << " s after rank 1 was killed (exit " << code << ")\n";
+  ASSERT_NE(output.find("rank 1 pid"), std::string::npos) << output << errors;
+  EXPECT_NE(code, 124) << "the job hung: " << errors;
+  EXPECT_NE(code, 0) << errors;
+  EXPECT_GE(seconds, 0.0);
+  EXPECT_LT(seconds, 60.0);
+  // Open MPI's line: "mpirun noticed that process rank 1 with PID N on node HOST exited on signal 9 (Killed)."
+  EXPECT_NE(errors.find("rank 1"), std::string::npos) << errors;
+  EXPECT_NE(errors.find(this_host()), std::string::npos) << errors;
+  // Rank 0 is gone too (within seconds of the launcher), not left spinning.
+  const int pid0 = std::stoi(output.substr(output.find("rank 0 pid ") + 11));
+  const auto alive = [pid0] {
+    const std::string stat = slurp(cat("/proc/", pid0, "/stat"));
+    const size_t paren = stat.rfind(')');
+    return paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] != 'Z';
+  };
+  for (int i = 0; i < 100 && alive(); ++i) ::usleep(100000);
+  EXPECT_FALSE(alive()) << "rank 0 (pid " << pid0 << ") still runs 10 s after the job ended";
 #endif
 }
 
@@ -236,13 +308,44 @@ TEST(DistJob, LauncherAndMpiMustAgree) {
 #ifndef BERTPERF_HAVE_MPI
   GTEST_SKIP() << "built without MPI";
 #else
-  // srun said two tasks, but MPI started as a singleton (what an srun without the right --mpi plugin does): two
-  // independent single-rank trainings would follow, so it is refused.
-  const Job job = run_probe("env SLURM_STEP_NUM_TASKS=2", "check", 60);
+  // A PMI launcher said two tasks, but MPI started as a singleton: two independent single-rank trainings would
+  // follow, so it is refused.
+  const Job job = run_probe("env PMI_SIZE=2", "check", 60);
   EXPECT_EQ(job.code, 2) << job.out << job.err;
-  EXPECT_NE(job.err.find("dist_probe: error: this process is one of 2 tasks (SLURM_STEP_NUM_TASKS=2) but MPI sees 1 rank"),
+  EXPECT_NE(job.err.find("dist_probe: error: this process is one of 2 tasks (PMI_SIZE=2) but MPI sees 1 rank"),
             std::string::npos)
       << job.err;
+  // srun said two tasks and gave no PMIx or PMI contact (no --mpi plugin): refused before MPI_Init, which would fail
+  // in many lines.
+  const Job srun = run_probe("env SLURM_STEP_NUM_TASKS=2", "check", 60);
+  EXPECT_EQ(srun.code, 2) << srun.out << srun.err;
+  EXPECT_EQ(srun.err, "dist_probe: error: this process is one of several tasks (SLURM_STEP_NUM_TASKS=2) but srun "
+                      "gave it no PMIx or PMI contact, so MPI cannot join the tasks: run srun --mpi=pmix\n");
+#endif
+}
+
+TEST(DistJob, SrunIdentityMustAgreeWithMpi) {
+#ifndef BERTPERF_HAVE_MPI
+  GTEST_SKIP() << "built without MPI";
+#else
+  // srun's account of a one-task step, given to a process that MPI starts as a world of one: what agrees is taken,
+  // and each disagreement is refused with one line naming the variable.
+  const std::string step = "env SLURM_STEP_NUM_TASKS=1 SLURM_NTASKS=1 SLURM_STEP_NUM_NODES=1 SLURM_LOCALID=0 ";
+  const Job ok = run_probe(step + "SLURM_PROCID=0 SLURM_NODEID=0", "check", 60);
+  EXPECT_EQ(ok.code, 0) << ok.out << ok.err;
+  EXPECT_NE(ok.out.find("rank=0 size=1 local_rank=0 local_size=1 node=0 nodes=1"), std::string::npos) << ok.out;
+  for (const auto& [env, message] : std::vector<std::pair<std::string, std::string>>{
+           {"SLURM_PROCID=1 SLURM_NODEID=0", "SLURM_PROCID: the launcher says this process's rank is 1 but MPI says 0"},
+           {"SLURM_PROCID=0 SLURM_NODEID=1", "SLURM_NODEID: the launcher says node 1 but MPI sees 1 node"},
+           {"SLURM_PROCID=0 SLURM_NODEID=0 SLURM_LOCALID=1", "SLURM_LOCALID: the launcher says the local rank is 1 but MPI says 0"},
+           {"SLURM_PROCID=0 SLURM_NODEID=0 SLURM_STEP_NUM_NODES=2", "SLURM_STEP_NUM_NODES: the launcher says the number of nodes is 2 but MPI says 1"},
+           {"SLURM_PROCID=0 SLURM_NODEID=0 SLURM_NTASKS=2", "SLURM_NTASKS: the launcher says the number of ranks is 2 but MPI says 1"},
+           {"SLURM_PROCID=zero", "SLURM_PROCID: 'zero' is not a count"}}) {
+    const Job job = run_probe(step + env, "check", 60);
+    EXPECT_EQ(job.code, 2) << env << ": " << job.out << job.err;
+    EXPECT_NE(job.err.find("dist_probe: error: " + message), std::string::npos) << env << ": " << job.err;
+    EXPECT_EQ(std::count(job.err.begin(), job.err.end(), '\n'), 1) << job.err;
+  }
 #endif
 }
 

@@ -120,6 +120,18 @@ TEST_F(BadConfig, WrongType) {
   EXPECT_NE(error().find("cfg.json: batch: field 'ranks' must be an integer"), std::string::npos) << error();
 }
 
+TEST_F(BadConfig, BalancedBatchesFlag) {
+  config_["distributed"] = {{"balanced_batches", true}};
+  const fs::path path = dir_ / "cfg.json";
+  EXPECT_EQ(error(), "(loaded without error)");
+  EXPECT_TRUE(load_train_config(path.string(), false).balanced_batches);
+  config_.erase("distributed");
+  EXPECT_EQ(error(), "(loaded without error)");
+  EXPECT_FALSE(load_train_config(path.string(), false).balanced_batches);
+  config_["distributed"] = {{"balanced_batches", "yes"}};
+  EXPECT_NE(error().find("cfg.json: distributed: field 'balanced_batches' must be"), std::string::npos) << error();
+}
+
 TEST_F(BadConfig, UnknownKey) {
   config_["lamb"]["learning_rat"] = 0.1;
   EXPECT_NE(error().find("cfg.json: lamb: unknown field 'learning_rat'"), std::string::npos) << error();

@@ -53,7 +53,8 @@ int cuda_device_count() {
 NcclComm::NcclComm(const NcclId& id, int ranks, int rank, int device, void* compute_stream)
     : impl_(std::make_unique<Impl>()) {
   const int devices = cuda_device_count();
-  BERT_CHECK(device >= 0 && device < devices, "CUDA device ", device, " is not one of the ", devices, " here");
+  if (device < 0) BERT_CUDA_CHECK(cudaGetDevice(&device));
+  BERT_CHECK(device < devices, "CUDA device ", device, " is not one of the ", devices, " here");
   BERT_CUDA_CHECK(cudaSetDevice(device));
   impl_->compute = static_cast<cudaStream_t>(compute_stream);
   ncclUniqueId nid;

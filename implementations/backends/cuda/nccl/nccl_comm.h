@@ -22,8 +22,8 @@ int cuda_device_count();
 
 class NcclComm {
  public:
-  // Rank `rank` of `ranks` on CUDA device `device`; `compute_stream` (a cudaStream_t, or null for the legacy default
-  // stream) is the stream the gradients are written on.
+  // Rank `rank` of `ranks` on CUDA device `device` (-1: the current one); `compute_stream` (a cudaStream_t, or
+  // null for the legacy default stream) is the stream the gradients are written on.
   NcclComm(const NcclId& id, int ranks, int rank, int device, void* compute_stream = nullptr);
   ~NcclComm();
   NcclComm(const NcclComm&) = delete;
