@@ -214,6 +214,23 @@ TrainConfig load_train_config(const std::string& path, bool check_data) {
     JsonFields d(f.raw("distributed"), where);
     const std::string clip = d.optional<std::string>("clip", "per_micro_batch");
     c.balanced_batches = d.optional<bool>("balanced_batches", false);
+    if (d.has("reduction")) {
+      const std::string rwhere = where + ": reduction";
+      JsonFields r(d.raw("reduction"), rwhere);
+      const std::string algorithm = r.optional<std::string>("algorithm", "allreduce");
+      c.reduction.bucket_mb = r.optional<double>("bucket_mb", 25.0);
+      c.reduction.shard_optimizer = r.optional<bool>("shard_optimizer", false);
+      r.reject_unknown();
+      require(algorithm == "allreduce" || algorithm == "bucketed" || algorithm == "hierarchical", rwhere,
+              "field 'algorithm' must be \"allreduce\", \"bucketed\" or \"hierarchical\", got \"" + algorithm + "\"");
+      c.reduction.algorithm = algorithm == "bucketed"       ? ReduceAlgorithm::BUCKETED
+                              : algorithm == "hierarchical" ? ReduceAlgorithm::HIERARCHICAL
+                                                            : ReduceAlgorithm::ALLREDUCE;
+      require(c.reduction.bucket_mb > 0 && c.reduction.bucket_mb <= 4096, rwhere,
+              cat("field 'bucket_mb' must be in (0, 4096], got ", c.reduction.bucket_mb));
+      require(!c.reduction.shard_optimizer || c.reduction.algorithm == ReduceAlgorithm::ALLREDUCE, rwhere,
+              "field 'shard_optimizer' reduce-scatters the whole buffer: use it with \"algorithm\": \"allreduce\"");
+    }
     d.reject_unknown();
     require(clip == "per_micro_batch" || clip == "after_reduction", where,
             "field 'clip' must be \"per_micro_batch\" or \"after_reduction\", got \"" + clip + "\"");
