@@ -73,6 +73,9 @@ class Backend {
     double flops = 0;
   };
   virtual GemmProfile* gemm_profile() { return nullptr; }
+  // The CUDA stream the ops run on (a cudaStream_t), for a communicator that must be ordered with them (the NCCL
+  // gradient reducer); null where ops run on the host.
+  virtual void* native_stream() { return nullptr; }
 
   // ---- sizes the ops need ----
   // Bytes of AttentionForward::saved for a batch of up to `tokens` tokens in sequences of at most max_seqlen.

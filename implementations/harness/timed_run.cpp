@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <limits>
 
 #include "core/errors.h"
 
@@ -151,6 +152,11 @@ TimedRunResult timed_run(const TrainConfig& config, const SystemDescription& sys
   log_run_header(log, config, system, seed);
 
   std::unique_ptr<TrainingRun> run = make_run(config, seed);
+  // A result claims the benchmark's eval set: a smaller one is refused before the clock starts.
+  const int64_t eval_sequences = run->eval_sequences();
+  if (eval_sequences < config.eval_samples)
+    throw_input(config.eval_file, cat("the eval file holds ", eval_sequences, " sequences; benchmark '",
+                                      config.benchmark, "' evaluates on ", config.eval_samples));
   for (const auto& name : run->tensor_names()) log.event("weights_initialization", nullptr, {{"tensor", name}});
   world.barrier();
   log.end("init_stop");
@@ -175,30 +181,35 @@ TimedRunResult timed_run(const TrainConfig& config, const SystemDescription& sys
     progress.update(p, last_accuracy, rate);
   };
 
+  const int64_t max_steps = config.max_steps > 0 ? config.max_steps : std::numeric_limits<int64_t>::max();
   int64_t samples = 0;
   int64_t evaluated = 0;  // sequences in the last evaluation, all ranks
   for (int64_t k = 1;; ++k) {
     const int64_t target = std::min(eval_point_samples(k, config.eval_interval_samples, gbs), config.max_samples);
-    const TrainProgress p = run->train_until(target, on_step);
+    const TrainProgress p = run->train_until(target, on_step, max_steps);
     samples = p.samples_trained;
-    if (p.non_finite_loss || !std::isfinite(p.last_loss)) {
-      result.abort_reason = cat("non-finite training loss at ", samples, " samples");
-      break;
-    }
+    // A diverged run is still evaluated where it stopped and logs its eval_accuracy, so its log
+    // fails the checkers on convergence only, as a real diverged MLPerf run's does.
+    const bool diverged = p.non_finite_loss || !std::isfinite(p.last_loss);
     const double train_seconds = seconds_since(interval_start);
     const double throughput = double(samples - interval_start_samples) / std::max(1e-9, train_seconds);
-    log.event("tracked_stats", {{"throughput", throughput}}, {{"epoch_num", samples}});
+    if (diverged) {
+      result.abort_reason = cat("non-finite training loss at ", samples, " samples");
+    } else {
+      log.event("tracked_stats", {{"throughput", throughput}}, {{"epoch_num", samples}});
+    }
     log.start("eval_start", samples, {{"epoch_num", samples}});
     const EvalResult eval = run->evaluate();
     log.end("eval_stop", samples, {{"epoch_num", samples}});
     ++result.evaluations;
     evaluated = eval.samples;
     if (options.state) options.state->evaluated = evaluated;
+    log.event("eval_accuracy", eval.mlm_accuracy, {{"epoch_num", samples}});
+    if (diverged) break;
     if (!std::isfinite(eval.mlm_accuracy)) {
       result.abort_reason = cat("non-finite eval accuracy at ", samples, " samples");
       break;
     }
-    log.event("eval_accuracy", eval.mlm_accuracy, {{"epoch_num", samples}});
     last_accuracy = eval.mlm_accuracy;
     result.best_accuracy = std::max(result.best_accuracy, eval.mlm_accuracy);
     progress.update(p, last_accuracy, throughput, /*force=*/true);
@@ -206,9 +217,12 @@ TimedRunResult timed_run(const TrainConfig& config, const SystemDescription& sys
       result.success = true;
       break;
     }
-    if (samples >= config.max_samples) {
-      result.abort_reason = cat("target accuracy ", config.target_accuracy, " not reached within max_samples ",
-                                config.max_samples, " (best ", result.best_accuracy, ")");
+    if (samples >= config.max_samples || p.optimizer_steps >= max_steps) {
+      result.abort_reason = samples >= config.max_samples
+                                ? cat("target accuracy ", config.target_accuracy, " not reached within max_samples ",
+                                      config.max_samples, " (best ", result.best_accuracy, ")")
+                                : cat("target accuracy ", config.target_accuracy, " not reached within ", max_steps,
+                                      " optimizer steps (train_steps; best ", result.best_accuracy, ")");
       break;
     }
     interval_start = Clock::now();

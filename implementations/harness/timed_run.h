@@ -6,7 +6,8 @@
 // construction and one weights_initialization per tensor, init_stop. Then run_start, one epoch
 // and one block, and at each eval point tracked_stats (training throughput) and
 // eval_start/eval_stop/eval_accuracy with epoch_num = samples trained, until the target is reached
-// (status success) or the sample limit or a non-finite loss ends the run (status aborted);
+// (status success) or the sample or step limit or a non-finite loss ends the run (status aborted;
+// a non-finite loss still gets its evaluation and eval_accuracy, as a diverged run's log would);
 // train_samples and eval_samples (the sequences actually evaluated) come before run_stop. A
 // progress line goes to stderr only, so it never enters the log.
 #pragma once
@@ -33,9 +34,12 @@ class TrainingRun {
  public:
   virtual ~TrainingRun() = default;
   virtual std::vector<std::string> tensor_names() const = 0;
-  virtual TrainProgress train_until(int64_t target_samples,
-                                    const std::function<void(const TrainProgress&)>& on_step) = 0;
+  // Whole optimizer steps until `target_samples` sequences or `max_steps` steps (TrainSession::train_until).
+  virtual TrainProgress train_until(int64_t target_samples, const std::function<void(const TrainProgress&)>& on_step,
+                                    int64_t max_steps) = 0;
   virtual EvalResult evaluate() = 0;
+  // Sequences in the eval set; a run refuses a set smaller than the benchmark's eval_samples.
+  virtual int64_t eval_sequences() const = 0;
 };
 
 using TrainingRunFactory = std::function<std::unique_ptr<TrainingRun>(const TrainConfig&, uint64_t seed)>;

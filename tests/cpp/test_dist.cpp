@@ -19,7 +19,12 @@
 
 #include "core/errors.h"
 #include "dist/context.h"
+#include "dist/reducer.h"
 #include "temp_dir.h"
+
+#ifdef BERTPERF_HAVE_NCCL
+#include <cuda_runtime.h>
+#endif
 
 using namespace bertperf;
 using bertperf::testing::TempDir;
@@ -27,6 +32,7 @@ using bertperf::testing::TempDir;
 namespace {
 
 [[maybe_unused]] const char* const kMpirun2 = "mpirun -np 2 --oversubscribe --allow-run-as-root";
+[[maybe_unused]] const char* const kMpirun4 = "mpirun -np 4 --oversubscribe --allow-run-as-root";
 const char* const kLauncherVars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "SLURM_STEP_NUM_TASKS"};
 
 // Sets (or, with nullopt, removes) environment variables for a scope, then puts back what was there.
@@ -340,5 +346,85 @@ TEST(DistJob, SrunIdentityMustAgreeWithMpi) {
     EXPECT_NE(job.err.find("dist_probe: error: " + message), std::string::npos) << env << ": " << job.err;
     EXPECT_EQ(std::count(job.err.begin(), job.err.end(), '\n'), 1) << job.err;
   }
+#endif
+}
+
+TEST(SplitFlat, PartsCoverTheBufferAtCuts) {
+  const std::vector<int64_t> cuts = {0, 10, 25, 40, 70, 90};
+  const auto parts = split_flat(100, cuts, 3);
+  ASSERT_EQ(parts.size(), 3u);
+  // Ideal ends 34 and 67: the nearest cuts are 40 (6 away, not 25 at 9) and 70.
+  EXPECT_EQ(parts[0].begin, 0u);
+  EXPECT_EQ(parts[0].end, 40u);
+  EXPECT_EQ(parts[1].end, 70u);
+  EXPECT_EQ(parts[2].end, 100u);
+  // More ranks than cuts: the later parts are empty, never reversed.
+  const auto many = split_flat(100, {0, 50}, 4);
+  size_t covered = 0;
+  for (size_t p = 0; p < many.size(); ++p) {
+    EXPECT_LE(many[p].begin, many[p].end);
+    if (p > 0) {
+      EXPECT_EQ(many[p].begin, many[p - 1].end);
+    }
+    covered += many[p].size();
+  }
+  EXPECT_EQ(covered, 100u);
+  EXPECT_EQ(many[0].end, 50u);
+  // One rank: everything.
+  EXPECT_EQ(split_flat(7, {}, 1)[0].end, 7u);
+}
+
+TEST(DistJob, ReducersUnderMpirun) {
+#ifndef BERTPERF_HAVE_MPI
+  GTEST_SKIP() << "built without MPI";
+#else
+  if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
+  for (const char* launch : {kMpirun2, kMpirun4}) {
+    SCOPED_TRACE(launch);
+    const Job job = run_probe(launch, "reducers", 120);
+    ASSERT_EQ(job.code, 0) << job.out << job.err;
+    for (const char* line : {"reducer: bucketed all-reduce over MPI, fp32: 10 buckets", "MPI_Iallreduce polled",
+                             "reducer: hierarchical over MPI", "reducer: sharded (ZeRO-1)"})
+      EXPECT_NE(job.out.find(line), std::string::npos) << line << "\n" << job.out;
+    const int ranks = launch == kMpirun2 ? 2 : 4;
+    for (int r = 0; r < ranks; ++r) EXPECT_NE(job.out.find(cat("rank ", r, " reducers ok")), std::string::npos) << job.out;
+  }
+#endif
+}
+
+// The NCCL reducer on one GPU: a communicator of one rank, bucketed on its own stream, gives back what it was handed
+// (the sum over one rank) and sums partial norms. The device check runs it where a GPU is present.
+TEST(NcclReducer, OneGpuSmoke) {
+#ifndef BERTPERF_HAVE_NCCL
+  GTEST_SKIP() << "built without NCCL (it needs the CUDA toolkit, NCCL and MPI)";
+#else
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) GTEST_SKIP() << "no CUDA device here";
+  auto dist = DistContext::single();
+  const size_t n = 300001;
+  const auto reducer =
+      make_nccl_reducer(*dist, DType::F32, {.algorithm = ReduceAlgorithm::BUCKETED, .bucket_mb = 0.25}, 0, n);
+  EXPECT_NE(reducer->describe().find("over NCCL"), std::string::npos) << reducer->describe();
+  std::vector<float> host(n);
+  for (size_t i = 0; i < n; ++i) host[i] = static_cast<float>(i % 1013) * 0.37f - 100.0f;
+  float* grads = nullptr;
+  double* norms = nullptr;
+  ASSERT_EQ(cudaMalloc(&grads, n * sizeof(float)), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&norms, 2 * sizeof(double)), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(grads, host.data(), n * sizeof(float), cudaMemcpyHostToDevice), cudaSuccess);
+  const double partial[2] = {1.5, -2.25};
+  ASSERT_EQ(cudaMemcpy(norms, partial, sizeof partial, cudaMemcpyHostToDevice), cudaSuccess);
+  reducer->ready(grads, n / 2, n);
+  reducer->finish(grads, n);
+  reducer->sum(norms, 2);
+  std::vector<float> back(n);
+  double summed[2] = {};
+  ASSERT_EQ(cudaMemcpy(back.data(), grads, n * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(summed, norms, sizeof summed, cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(back, host);
+  EXPECT_EQ(summed[0], 1.5);
+  EXPECT_EQ(summed[1], -2.25);
+  cudaFree(grads);
+  cudaFree(norms);
 #endif
 }

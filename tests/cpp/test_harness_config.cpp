@@ -152,6 +152,28 @@ TEST_F(BadConfig, BenchmarkNameMismatch) {
   EXPECT_NE(error().find("field 'benchmark' is \"bert\""), std::string::npos) << error();
 }
 
+TEST_F(BadConfig, Reduction) {
+  config_["distributed"] = {{"clip", "after_reduction"},
+                            {"reduction", {{"algorithm", "bucketed"}, {"bucket_mb", 4}}}};
+  const fs::path path = dir_ / "cfg.json";
+  std::ofstream(path) << config_.dump(2);
+  const TrainConfig good = load_train_config(path.string(), false);
+  EXPECT_EQ(good.reduction.algorithm, ReduceAlgorithm::BUCKETED);
+  EXPECT_EQ(good.reduction.bucket_mb, 4);
+  EXPECT_FALSE(good.reduction.shard_optimizer);
+  EXPECT_TRUE(good.clip_after_reduction);
+  config_["distributed"]["reduction"] = {{"algorithm", "ring"}};
+  EXPECT_NE(error().find("cfg.json: distributed: reduction: field 'algorithm' must be \"allreduce\""),
+            std::string::npos)
+      << error();
+  config_["distributed"]["reduction"] = {{"algorithm", "bucketed"}, {"bucket_mb", 0}};
+  EXPECT_NE(error().find("field 'bucket_mb' must be in (0, 4096]"), std::string::npos) << error();
+  config_["distributed"]["reduction"] = {{"algorithm", "hierarchical"}, {"shard_optimizer", true}};
+  EXPECT_NE(error().find("field 'shard_optimizer' reduce-scatters the whole buffer"), std::string::npos) << error();
+  config_["distributed"]["reduction"] = {{"shard_optimiser", true}};
+  EXPECT_NE(error().find("distributed: reduction: unknown field 'shard_optimiser'"), std::string::npos) << error();
+}
+
 TEST_F(BadConfig, BadModel) {
   config_["bert_config"]["hidden_size"] = 100;
   config_["bert_config"]["num_attention_heads"] = 7;

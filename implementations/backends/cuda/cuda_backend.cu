@@ -144,6 +144,7 @@ class CudaBackend final : public Backend {
     cuda::convert(ctx_, dst, dst_type, src, src_type, n);
   }
   void synchronize() override { CUDA_CHECK(cudaStreamSynchronize(ctx_.stream)); }
+  void* native_stream() override { return ctx_.stream; }
 
   size_t attention_saved_bytes(int tokens, int sequences, int max_seqlen, int heads) const override {
     return cuda::attention_saved_bytes(tokens, sequences, max_seqlen, heads);
