@@ -864,6 +864,10 @@ TEST_P(BackendOps, AttentionForwardAndBackward) {
     // BERT-base: 12 heads of 64, sequences up to 128 in a budget of 384 tokens.
     Gen g(18);
     check(attention_case(g, {384, 128, 12, 64, false}, dropout_for(op, 0.1f), backward));
+    if (GetParam() == "cuda") {  // BERT-large: 16 heads of 64, sequences up to 512 (cuDNN's fused attention)
+      Gen large(19);
+      check(attention_case(large, {1024, 512, 16, 64, true}, dropout_for(op, 0.1f), backward));
+    }
   }
 }
 
