@@ -2,9 +2,9 @@
 # Prepares what scripts/device_check.sh needs on a bare GPU machine that has CUDA, cuDNN, NCCL, PyTorch and CMake
 # but none of our Debian packages and no network: the headers and libraries of OpenBLAS, HDF5 (with the shared
 # libraries they load), nlohmann/json and GoogleTest, and cudnn-frontend's headers, copied from this machine (after
-# scripts/setup.sh) into one compressed archive, .device-bundle/bundle.tar.xz (gitignored; about 15 MB).
+# scripts/setup.sh) into one compressed archive, .device-bundle/bundle.tar.gz (gitignored; about 20 MB).
 #
-#   scripts/device_bundle.sh            # writes .device-bundle/bundle.tar.xz
+#   scripts/device_bundle.sh            # writes .device-bundle/bundle.tar.gz
 #
 # The libraries are Debian 12's (glibc 2.36), so they load on any newer x86-64 Linux. glibc, libstdc++, libgcc
 # and libgomp come with the target's compiler and are not copied.
@@ -52,6 +52,6 @@ need "$frontend/cudnn_frontend.h"
 mkdir -p "$stage/include/cudnn-frontend"
 cp -rL "$frontend"/. "$stage/include/cudnn-frontend/"
 
-tar -C "$stage" -cJf "$out/bundle.tar.xz" .
+tar -C "$stage" -czf "$out/bundle.tar.gz" .
 rm -rf "$stage"
-echo "device_bundle: $out/bundle.tar.xz ($(du -h "$out/bundle.tar.xz" | cut -f1))"
+echo "device_bundle: $out/bundle.tar.gz ($(du -h "$out/bundle.tar.gz" | cut -f1))"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The GPU check, on a bare machine with an NVIDIA GPU, CUDA, cuDNN, PyTorch and transformers but none of our Debian
-# packages and no network: unpacks what scripts/device_bundle.sh prepared (.device-bundle/bundle.tar.xz, carried
+# packages and no network: unpacks what scripts/device_bundle.sh prepared (.device-bundle/bundle.tar.gz, carried
 # along), builds bertperf with the CUDA backend, runs the GPU tests (the backend-conformance test with both attention
 # implementations, the whole step against the CPU, determinism, the captured step), compute-sanitizer's memcheck and
 # racecheck on one step, then BERT-large at MLPerf phase-2 shapes side by side with PyTorch, and writes a short
@@ -70,14 +70,14 @@ py=$(command -v python3)
 
 # ---- dependencies: the bundle, cuDNN ----
 bundle=$root/.device-bundle
-if [ ! -f "$bundle/bundle.tar.xz" ]; then
-  echo "device_check: $bundle/bundle.tar.xz is missing: run scripts/device_bundle.sh on the build machine" >&2
+if [ ! -f "$bundle/bundle.tar.gz" ]; then
+  echo "device_check: $bundle/bundle.tar.gz is missing: run scripts/device_bundle.sh on the build machine" >&2
   exit 2
 fi
 deps=$root/build-device/deps
-if [ ! -f "$deps/.unpacked" ] || [ "$bundle/bundle.tar.xz" -nt "$deps/.unpacked" ]; then
+if [ ! -f "$deps/.unpacked" ] || [ "$bundle/bundle.tar.gz" -nt "$deps/.unpacked" ]; then
   rm -rf "$deps"; mkdir -p "$deps"
-  tar -C "$deps" -xJf "$bundle/bundle.tar.xz" && touch "$deps/.unpacked"
+  tar -C "$deps" -xzf "$bundle/bundle.tar.gz" && touch "$deps/.unpacked"
 fi
 export LD_LIBRARY_PATH=$deps/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 
@@ -108,14 +108,15 @@ if ! command -v nvcc >/dev/null || [ -z "$cudnn_inc" ] || [ -z "$cudnn_lib" ]; t
 fi
 generator=(); command -v ninja >/dev/null && generator=(-G Ninja)
 # A dry run finds nothing in /usr, as on the bare machine (the compiler's own include path aside).
-ignore_system=(); [ $dry -eq 1 ] && ignore_system=(-DCMAKE_SYSTEM_IGNORE_PREFIX_PATH=/usr)
+ignore_system=(); [ $dry -eq 1 ] && ignore_system=("-DCMAKE_SYSTEM_IGNORE_PREFIX_PATH=/usr;/")
 build=$root/build-device/build
 if ! step configure 300 cmake -S "$root" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
     -DBERTPERF_WITH_CUDA=$cuda -DBERTPERF_WITH_MPI=OFF -DBERTPERF_WITH_NCCL=OFF -DBERTPERF_BUILD_BENCHMARKS=OFF \
     -DBERTPERF_CUDA_ARCHITECTURES="$arch" \
     -DBERTPERF_CUDNN_FRONTEND_DIR="$deps/include/cudnn-frontend" -DCUDNN_INCLUDE_DIR="$cudnn_inc" \
     -DCUDNN_LIBRARY="$cudnn_lib" \
-    -DCMAKE_PREFIX_PATH="$deps" -DBLA_VENDOR=OpenBLAS -DHDF5_ROOT="$deps" -DGTEST_ROOT="$deps" \
+    -DCMAKE_PREFIX_PATH="$deps" -DBLA_VENDOR=OpenBLAS -DHDF5_ROOT="$deps" \
+    -DHDF5_C_COMPILER_EXECUTABLE=HDF5_C_COMPILER_EXECUTABLE-NOTFOUND -DGTEST_ROOT="$deps" \
     -Dnlohmann_json_DIR="$deps/share/cmake/nlohmann_json" "${ignore_system[@]}"; then
   record build FAILED "cmake configure: see configure.txt"
 fi
@@ -124,7 +125,7 @@ if [ -f "$build/CMakeCache.txt" ] && step build 420 cmake --build "$build" -j "$
     bertperf_cli test_backend_ops test_cuda_step; then
   record build passed "CUDA $cuda, sm_$arch"
 else
-  record build FAILED "see build.txt: $(grep -m1 -E 'error|Error' "$out/build.txt" | cut -c1-120)"
+  record build FAILED "see build.txt: $(grep -m1 -E 'error:|Error [0-9]|CMake Error' "$out/build.txt" | cut -c1-160)"
 fi
 bin=$build/bin
 
