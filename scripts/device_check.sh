@@ -6,24 +6,27 @@
 # racecheck on one step, then BERT-large at MLPerf phase-2 shapes side by side with PyTorch, and writes a short
 # table. About 8 minutes on one H200.
 #
-#   scripts/device_check.sh [--dry-run] [--out DIR] [--batch ROWS] [--arch 90]
+#   scripts/device_check.sh [--dry-run] [--out DIR] [--batch ROWS] [--arch 90] [--budget 540]
 #
 #   --dry-run  build and run here as far as this machine allows (no GPU: the GPU tests report skipped), to catch
 #              mistakes before a GPU minute is spent
 #   --out      where the table and logs go (default: $OUT if set, else build-device/check)
 #   --batch    packed rows of 512 tokens per step in the benchmark (default 32, about 64 sequences)
 #   --arch     CUDA architectures to build (default 90: H100/H200; 80 for A100)
+#   --budget   seconds for the whole check (default 540); a step that would start later is reported, not run
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 
 dry=0; out=${OUT:-$root/build-device/check}; rows=32; arch=90
+budget=540   # seconds for everything; each step's time limit is cut to what is left
 while [ $# -gt 0 ]; do
   case $1 in
     --dry-run) dry=1 ;;
     --out) out=$2; shift ;;
     --batch) rows=$2; shift ;;
     --arch) arch=$2; shift ;;
+    --budget) budget=$2; shift ;;
     -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
     *) echo "device_check: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
@@ -40,7 +43,14 @@ record() { results+=("$1|$2|$3"); say "$1: $2 ${3:+($3)}"; }
 # step NAME SECONDS COMMAND...: runs with a time limit, its output in the log and in $out/NAME.txt.
 step() {
   local name=$1 limit=$2; shift 2
-  say "$name: $*"
+  local left=$(( budget - ($(date +%s) - start) ))
+  if [ "$left" -lt 15 ]; then
+    echo "out of time: the check's budget of $budget s is spent" > "$out/$name.txt"
+    say "$name: not run, out of time"
+    return 124
+  fi
+  [ "$limit" -gt "$left" ] && limit=$left
+  say "$name (up to $limit s): $*"
   timeout --kill-after=10 "$limit" "$@" > "$out/$name.txt" 2>&1
   local rc=$?
   cat "$out/$name.txt" >> "$log"
@@ -59,6 +69,7 @@ gtest() {
 }
 
 # ---- what is here ----
+export PATH=$PATH:/usr/local/cuda/bin
 gpu=0
 if command -v nvidia-smi >/dev/null && nvidia-smi -L > "$out/gpu.txt" 2>&1; then gpu=1; fi
 say "GPU: $(head -1 "$out/gpu.txt" 2>/dev/null || echo none); nvcc: $(command -v nvcc || echo none)"
@@ -110,7 +121,7 @@ generator=(); command -v ninja >/dev/null && generator=(-G Ninja)
 # A dry run finds nothing in /usr, as on the bare machine (the compiler's own include path aside).
 ignore_system=(); [ $dry -eq 1 ] && ignore_system=("-DCMAKE_SYSTEM_IGNORE_PREFIX_PATH=/usr;/")
 build=$root/build-device/build
-if ! step configure 300 cmake -S "$root" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
+if ! step configure 120 cmake -S "$root" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
     -DBERTPERF_WITH_CUDA=$cuda -DBERTPERF_WITH_MPI=OFF -DBERTPERF_WITH_NCCL=OFF -DBERTPERF_BUILD_BENCHMARKS=OFF \
     -DBERTPERF_CUDA_ARCHITECTURES="$arch" \
     -DBERTPERF_CUDNN_FRONTEND_DIR="$deps/include/cudnn-frontend" -DCUDNN_INCLUDE_DIR="$cudnn_inc" \
@@ -121,7 +132,7 @@ if ! step configure 300 cmake -S "$root" -B "$build" "${generator[@]}" -DCMAKE_B
   record build FAILED "cmake configure: see configure.txt"
 fi
 jobs=$(nproc)
-if [ -f "$build/CMakeCache.txt" ] && step build 420 cmake --build "$build" -j "$jobs" --target \
+if [ -f "$build/CMakeCache.txt" ] && step build 300 cmake --build "$build" -j "$jobs" --target \
     bertperf_cli test_backend_ops test_cuda_step; then
   record build passed "CUDA $cuda, sm_$arch"
 else
@@ -131,31 +142,23 @@ bin=$build/bin
 
 # ---- GPU tests ----
 if [ -x "$bin/test_cuda_step" ]; then
-  gtest conformance 240 "$bin/test_backend_ops" --gtest_filter='*/cuda'
-  BERTPERF_CUDA_ATTENTION=kernel gtest conformance_kernel 120 "$bin/test_backend_ops" \
+  gtest conformance 120 "$bin/test_backend_ops" --gtest_filter='*/cuda'
+  BERTPERF_CUDA_ATTENTION=kernel gtest conformance_kernel 60 "$bin/test_backend_ops" \
     --gtest_filter='*AttentionForwardAndBackward/cuda:*DropoutMasks*/cuda'
-  gtest step 180 "$bin/test_cuda_step"
-  if command -v compute-sanitizer >/dev/null && [ $gpu -eq 1 ]; then
-    for tool in memcheck racecheck; do
-      gtest "sanitizer_$tool" 240 compute-sanitizer --tool "$tool" --error-exitcode 1 \
-        "$bin/test_cuda_step" --gtest_filter=CudaStep.ForwardBackwardMatchesTheCpuBackend
-    done
-  else
-    record sanitizer skipped "no compute-sanitizer or no GPU here"
-  fi
+  gtest step 90 "$bin/test_cuda_step"
 fi
 
 # ---- benchmark: BERT-large, MLPerf phase-2 shapes, side by side ----
 ours_sps=""; torch_sps=""
 if [ $gpu -eq 1 ] && [ -x "$bin/bertperf" ]; then
-  if step bench_bertperf 240 "$bin/bertperf" bench-step --model large --packed --batch "$rows" --backend cuda \
+  if step bench_bertperf 90 "$bin/bertperf" bench-step --model large --packed --batch "$rows" --backend cuda \
       --warmup 3 --steps 10 --repeats 3; then
     ours_sps=$(grep '"summary"' "$out/bench_bertperf.txt" | "$py" -c 'import json,sys; print(json.loads(sys.stdin.read())["seqs_per_s"])')
     record bench_bertperf passed "$ours_sps sequences/s"
   else
     record bench_bertperf FAILED "see bench_bertperf.txt"
   fi
-  if step bench_pytorch 300 env PYTHONUNBUFFERED=1 "$py" "$root/scripts/bench_pytorch_gpu.py" --batch "$rows" \
+  if step bench_pytorch 180 env PYTHONUNBUFFERED=1 "$py" "$root/scripts/bench_pytorch_gpu.py" --batch "$rows" \
       --warmup 3 --steps 10 --repeats 3; then
     torch_sps=$(grep '"summary"' "$out/bench_pytorch.txt" | "$py" -c 'import json,sys; print(json.loads(sys.stdin.read())["seqs_per_s"])')
     record bench_pytorch passed "$torch_sps sequences/s"
@@ -164,6 +167,16 @@ if [ $gpu -eq 1 ] && [ -x "$bin/bertperf" ]; then
   fi
 else
   record benchmark skipped "no GPU here"
+fi
+
+# ---- compute-sanitizer on one step (last: the slowest, and the budget may cut it) ----
+if command -v compute-sanitizer >/dev/null && [ $gpu -eq 1 ] && [ -x "$bin/test_cuda_step" ]; then
+  for tool in memcheck racecheck; do
+    gtest "sanitizer_$tool" 90 compute-sanitizer --tool "$tool" --error-exitcode 1 \
+      "$bin/test_cuda_step" --gtest_filter=CudaStep.ForwardBackwardMatchesTheCpuBackend
+  done
+else
+  record sanitizer skipped "no compute-sanitizer or no GPU here"
 fi
 
 # ---- the table ----
