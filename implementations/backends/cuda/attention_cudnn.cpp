@@ -29,7 +29,7 @@ namespace fe = cudnn_frontend;
 // Tensor ids of the variant packs.
 enum Uid : int64_t {
   UID_Q = 1, UID_K, UID_V, UID_O, UID_STATS, UID_DO, UID_DQ, UID_DK, UID_DV,
-  UID_SEQ_LEN, UID_RAGGED_QKV, UID_RAGGED_CTX, UID_SEED, UID_OFFSET,
+  UID_SEQ_LEN, UID_RAGGED_Q, UID_RAGGED_K, UID_RAGGED_V, UID_RAGGED_CTX, UID_SEED, UID_OFFSET,
 };
 
 struct Shape {
@@ -53,8 +53,10 @@ std::map<Shape, Entry> cache;
 using Tensor = std::shared_ptr<fe::graph::Tensor_attributes>;
 
 // The index tensors and q, k, v of one graph.
+// q, k and v have one offset tensor each (the same device array: their rows share a stride), as cuDNN's
+// samples give every ragged tensor its own; their gradients reuse them, and ctx's gradient ctx's.
 struct Inputs {
-  Tensor q, k, v, seq_len, ragged_qkv, ragged_ctx, seed, offset;
+  Tensor q, k, v, seq_len, ragged_q, ragged_k, ragged_v, ragged_ctx, seed, offset;
 };
 
 Inputs add_inputs(fe::graph::Graph& g, const Shape& s) {
@@ -65,16 +67,18 @@ Inputs add_inputs(fe::graph::Graph& g, const Shape& s) {
   };
   Inputs in;
   in.seq_len = index("seq_len", UID_SEQ_LEN, b);
-  in.ragged_qkv = index("ragged_qkv", UID_RAGGED_QKV, b + 1);
+  in.ragged_q = index("ragged_q", UID_RAGGED_Q, b + 1);
+  in.ragged_k = index("ragged_k", UID_RAGGED_K, b + 1);
+  in.ragged_v = index("ragged_v", UID_RAGGED_V, b + 1);
   in.ragged_ctx = index("ragged_ctx", UID_RAGGED_CTX, b + 1);
-  auto packed = [&](const char* name, int64_t uid) {
+  auto packed = [&](const char* name, int64_t uid, const Tensor& ragged) {
     return g.tensor(fe::graph::Tensor_attributes().set_name(name).set_uid(uid).set_dim({b, h, S, d})
                         .set_stride({S * 3 * H, d, 3 * H, 1}).set_data_type(fe::DataType_t::BFLOAT16)
-                        .set_ragged_offset(in.ragged_qkv));
+                        .set_ragged_offset(ragged));
   };
-  in.q = packed("q", UID_Q);
-  in.k = packed("k", UID_K);
-  in.v = packed("v", UID_V);
+  in.q = packed("q", UID_Q, in.ragged_q);
+  in.k = packed("k", UID_K, in.ragged_k);
+  in.v = packed("v", UID_V, in.ragged_v);
   if (s.drop_prob > 0.0f) {
     auto scalar = [&](const char* name, int64_t uid) {
       return g.tensor(fe::graph::Tensor_attributes().set_name(name).set_uid(uid).set_dim({1, 1, 1, 1})
@@ -150,10 +154,13 @@ std::shared_ptr<fe::graph::Graph> backward_graph(const Shape& s, int sm) {
   if (s.drop_prob > 0.0f) options.set_dropout(s.drop_prob, in.seed, in.offset);
   auto [dq, dk, dv] = g->sdpa_backward(in.q, in.k, in.v, o, dout, stats, options);
   const int64_t b = s.sequences, h = s.heads, S = s.max_seqlen, d = s.head_dim, H = h * d;
-  int64_t uid = UID_DQ;
-  for (const Tensor& t : {dq, dk, dv})
-    t->set_output(true).set_uid(uid++).set_dim({b, h, S, d}).set_stride({S * 3 * H, d, 3 * H, 1})
-        .set_data_type(fe::DataType_t::BFLOAT16).set_ragged_offset(in.ragged_qkv);
+  auto gradient = [&](const Tensor& t, int64_t uid, const Tensor& ragged) {
+    t->set_output(true).set_uid(uid).set_dim({b, h, S, d}).set_stride({S * 3 * H, d, 3 * H, 1})
+        .set_data_type(fe::DataType_t::BFLOAT16).set_ragged_offset(ragged);
+  };
+  gradient(dq, UID_DQ, in.ragged_q);
+  gradient(dk, UID_DK, in.ragged_k);
+  gradient(dv, UID_DV, in.ragged_v);
   return g;
 }
 
@@ -237,7 +244,9 @@ bool cudnn_attention_forward(CudaContext& ctx, const ops::AttentionForward& p, c
       {UID_O, p.ctx},
       {UID_STATS, at(p.saved, l.stats)},
       {UID_SEQ_LEN, at(p.saved, l.seq_len)},
-      {UID_RAGGED_QKV, at(p.saved, l.ragged_qkv)},
+      {UID_RAGGED_Q, at(p.saved, l.ragged_qkv)},
+      {UID_RAGGED_K, at(p.saved, l.ragged_qkv)},
+      {UID_RAGGED_V, at(p.saved, l.ragged_qkv)},
       {UID_RAGGED_CTX, at(p.saved, l.ragged_ctx)},
   };
   if (p.dropout.prob > 0.0f) {
@@ -268,7 +277,9 @@ bool cudnn_attention_backward(CudaContext& ctx, const ops::AttentionBackward& p,
       {UID_DK, at(p.dqkv, k_at)},
       {UID_DV, at(p.dqkv, v_at)},
       {UID_SEQ_LEN, at(p.saved, l.seq_len)},
-      {UID_RAGGED_QKV, at(p.saved, l.ragged_qkv)},
+      {UID_RAGGED_Q, at(p.saved, l.ragged_qkv)},
+      {UID_RAGGED_K, at(p.saved, l.ragged_qkv)},
+      {UID_RAGGED_V, at(p.saved, l.ragged_qkv)},
       {UID_RAGGED_CTX, at(p.saved, l.ragged_ctx)},
   };
   if (p.dropout.prob > 0.0f) {
