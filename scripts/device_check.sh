@@ -123,9 +123,9 @@ ignore_system=(); [ $dry -eq 1 ] && ignore_system=("-DCMAKE_SYSTEM_IGNORE_PREFIX
 build=$root/build-device/build
 if ! step configure 120 cmake -S "$root" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
     -DBERTPERF_WITH_CUDA=$cuda -DBERTPERF_WITH_MPI=OFF -DBERTPERF_WITH_NCCL=OFF -DBERTPERF_BUILD_BENCHMARKS=OFF \
-    -DBERTPERF_CUDA_ARCHITECTURES="$arch" \
+    -DCMAKE_CUDA_ARCHITECTURES="$arch" \
     -DBERTPERF_CUDNN_FRONTEND_DIR="$deps/include/cudnn-frontend" -DCUDNN_INCLUDE_DIR="$cudnn_inc" \
-    -DCUDNN_LIBRARY="$cudnn_lib" \
+    -DBERTPERF_CUDNN_LIBRARY="$cudnn_lib" \
     -DCMAKE_PREFIX_PATH="$deps" -DBLA_VENDOR=OpenBLAS -DHDF5_ROOT="$deps" \
     -DHDF5_C_COMPILER_EXECUTABLE=HDF5_C_COMPILER_EXECUTABLE-NOTFOUND -DGTEST_ROOT="$deps" \
     -Dnlohmann_json_DIR="$deps/share/cmake/nlohmann_json" "${ignore_system[@]}"; then

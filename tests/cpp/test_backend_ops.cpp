@@ -37,6 +37,7 @@
 #include "backends/backend.h"
 #include "backends/cpu/cpu_backend.h"
 #include "backends/ops.h"
+#include "core/errors.h"
 #include "flat_problem.h"
 
 namespace bertperf {
@@ -990,6 +991,23 @@ TEST_P(BackendOps, DropoutMasksHaveTheirRateAndScale) {
 // The naive bf16 reference that a bf16 backend is held to, checked here so that it is right before one is: its
 // results are bf16 numbers, their error against fp64 is of bf16 size, and the 2x criterion separates an error of
 // 1.5x from one of 3x.
+// Where "cuda" cannot run (no CUDA in this build, or no device), asking for it is one clear line naming it.
+TEST(CudaBackendChoice, WithoutADeviceIsOneInputErrorLine) {
+  const std::vector<std::string> here = available_backends();
+  if (std::find(here.begin(), here.end(), "cuda") != here.end())
+    GTEST_SKIP() << "a CUDA device is here, so the no-device path cannot be taken";
+  BackendOptions options;
+  options.name = "cuda";
+  try {
+    make_backend(options);
+    FAIL() << "make_backend(\"cuda\") returned a backend with no device";
+  } catch (const InputError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("cuda"), std::string::npos) << what;
+    EXPECT_EQ(what.find('\n'), std::string::npos) << what;
+  }
+}
+
 TEST(NaiveBf16Reference, RoundsWhereTheBackendKeepsBf16AndBoundsTheError) {
   EXPECT_EQ(round_bf16(1.0f), 1.0f);
   EXPECT_EQ(round_bf16(1.0f + 1.0f / 256), 1.0f);                 // a tie rounds to even

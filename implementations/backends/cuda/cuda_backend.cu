@@ -1,0 +1,218 @@
+// The CUDA backend (cuda_backend.h): memory, copies and the op vocabulary on one stream, each op forwarded to its
+// op family's file beside this one.
+#include "backends/cuda/cuda_backend.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "backends/cuda/attention.h"
+#include "backends/cuda/cross_entropy.h"
+#include "backends/cuda/cuda_context.h"
+#include "backends/cuda/elementwise.h"
+#include "backends/cuda/embedding.h"
+#include "backends/cuda/graph_capture.h"
+#include "backends/cuda/layernorm.h"
+#include "backends/cuda/linear.h"
+#include "backends/cuda/optimizer.h"
+#include "backends/cuda/scratch.h"
+#include "core/errors.h"
+
+namespace bertperf {
+
+namespace {
+
+// The device of a local rank the launcher names, or 0.
+int local_rank_from_environment() {
+  for (const char* name : {"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID"}) {
+    const char* value = std::getenv(name);
+    if (value && *value) return std::atoi(value);
+  }
+  return 0;
+}
+
+class CudaBackend final : public Backend {
+ public:
+  explicit CudaBackend(int device) {
+    const int count = cuda_device_count();
+    if (count == 0) throw_input("backend", "cuda: there is no CUDA device here");
+    if (device < 0) device = local_rank_from_environment() % count;
+    if (device >= count)
+      throw_input("backend", cat("cuda: device ", device, " does not exist (", count, " devices here)"));
+    ctx_.device = device;
+    CUDA_CHECK(cudaSetDevice(device));
+    cudaDeviceProp prop{};
+    CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+    ctx_.sm = prop.major * 10 + prop.minor;
+    BERT_CHECK(ctx_.sm >= 80, "the CUDA backend needs compute capability 8.0 or newer (bf16 tensor cores); device ",
+               device, " (", prop.name, ") has ", prop.major, ".", prop.minor);
+    device_name_ = prop.name;
+    memory_gib_ = static_cast<double>(prop.totalGlobalMem) / (1024.0 * 1024.0 * 1024.0);
+    CUDA_CHECK(cudaStreamCreateWithFlags(&ctx_.stream, cudaStreamNonBlocking));
+    CUBLAS_CHECK(cublasLtCreate(&ctx_.lt));
+    CUDNN_CHECK(cudnnCreate(&ctx_.cudnn));
+    CUDNN_CHECK(cudnnSetStream(ctx_.cudnn, ctx_.stream));
+    // cuBLASLt's advice: 32 MiB of workspace on Hopper, 4 MiB before it.
+    ctx_.workspace_bytes = ctx_.sm >= 90 ? (size_t{32} << 20) : (size_t{4} << 20);
+    CUDA_CHECK(cudaMalloc(&ctx_.workspace, ctx_.workspace_bytes));
+    const char* gelu = std::getenv("BERTPERF_CUDA_GELU");
+    own_gelu_ = gelu && std::strcmp(gelu, "kernel") == 0;
+  }
+
+  ~CudaBackend() override {
+    // No throwing here: a failed teardown is not worth a terminate.
+    cudaStreamSynchronize(ctx_.stream);
+    gemm_ = nullptr;
+    scratch_ = nullptr;
+    if (ctx_.workspace) cudaFree(ctx_.workspace);
+    if (ctx_.cudnn) cudnnDestroy(ctx_.cudnn);
+    if (ctx_.lt) cublasLtDestroy(ctx_.lt);
+    if (ctx_.stream) cudaStreamDestroy(ctx_.stream);
+  }
+
+  std::string name() const override { return "cuda"; }
+  std::string describe() const override {
+    return cat("cuda: device ", ctx_.device, " ", device_name_, " (sm ", ctx_.sm, ", ", memory_gib_,
+               " GiB); bf16 activations and weights, fp32 master weights; CUDA runtime ", CUDART_VERSION,
+               ", cuBLASLt ", cublasLtGetVersion(), ", cuDNN ", cudnnGetVersion(),
+               own_gelu_ ? "; GELU in own kernels" : "; GELU in cuBLASLt epilogues");
+  }
+  DType act_dtype() const override { return DType::BF16; }
+  DType weight_dtype() const override { return DType::BF16; }
+  DType master_dtype() const override { return DType::F32; }
+  bool static_shapes() const override { return true; }
+
+  void* allocate(size_t bytes, MemoryKind kind) override {
+    const size_t rounded = (bytes == 0 ? 1 : bytes + 255) / 256 * 256;
+    void* p = nullptr;
+    switch (kind) {
+      case MemoryKind::DEVICE:
+        if (cudaMalloc(&p, rounded) != cudaSuccess) {
+          cudaGetLastError();
+          throw_input("cuda backend", cat("cannot allocate ", bytes, " bytes of device memory"));
+        }
+        CUDA_CHECK(cudaMemset(p, 0, rounded));
+        return p;
+      case MemoryKind::PINNED:
+        if (cudaHostAlloc(&p, rounded, cudaHostAllocDefault) != cudaSuccess) {
+          cudaGetLastError();
+          throw_input("cuda backend", cat("cannot allocate ", bytes, " bytes of pinned host memory"));
+        }
+        std::memset(p, 0, rounded);
+        return p;
+      case MemoryKind::HOST:
+        p = std::aligned_alloc(256, rounded);
+        if (!p) throw_input("cuda backend", cat("cannot allocate ", bytes, " bytes of host memory"));
+        std::memset(p, 0, rounded);
+        return p;
+    }
+    return nullptr;
+  }
+  void deallocate(void* p, MemoryKind kind) noexcept override {
+    if (!p) return;
+    switch (kind) {
+      case MemoryKind::DEVICE:
+        // Ops issued before may still read it.
+        cudaStreamSynchronize(ctx_.stream);
+        cudaFree(p);
+        return;
+      case MemoryKind::PINNED:
+        cudaStreamSynchronize(ctx_.stream);
+        cudaFreeHost(p);
+        return;
+      case MemoryKind::HOST: std::free(p); return;
+    }
+  }
+  void upload(void* dst, const void* src, size_t bytes) override {
+    if (bytes == 0) return;
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, ctx_.stream));
+    // From pageable memory the caller may reuse src as soon as we return: wait for the copy.
+    if (!is_pinned(src)) CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));
+  }
+  void download(void* dst, const void* src, size_t bytes) override {
+    if (bytes == 0) return;
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, ctx_.stream));
+    CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));
+  }
+  void copy(void* dst, const void* src, size_t bytes) override {
+    if (bytes) CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, ctx_.stream));
+  }
+  void fill_zero(void* p, size_t bytes) override {
+    if (bytes) CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, ctx_.stream));
+  }
+  void convert(void* dst, DType dst_type, const void* src, DType src_type, size_t n) override {
+    cuda::convert(ctx_, dst, dst_type, src, src_type, n);
+  }
+  void synchronize() override { CUDA_CHECK(cudaStreamSynchronize(ctx_.stream)); }
+  std::unique_ptr<CapturedOps> capture(const std::function<void()>& issue) override {
+    return cuda::capture_graph(ctx_, issue);
+  }
+
+  size_t attention_saved_bytes(int tokens, int sequences, int max_seqlen, int heads) const override {
+    return cuda::attention_saved_bytes(tokens, sequences, max_seqlen, heads);
+  }
+  size_t attention_workspace_bytes(int tokens, int sequences, int max_seqlen, int heads) const override {
+    return cuda::attention_workspace_bytes(tokens, sequences, max_seqlen, heads);
+  }
+
+  void linear_forward(const ops::LinearForward& p) override { cuda::linear_forward(ctx_, *gemm_, own_gelu_, p); }
+  void linear_backward(const ops::LinearBackward& p) override {
+    cuda::linear_backward(ctx_, *gemm_, *scratch_, own_gelu_, p);
+  }
+  void activation_backward(const ops::ActivationBackward& p) override { cuda::activation_backward(ctx_, p); }
+  void embedding_forward(const ops::EmbeddingForward& p) override { cuda::embedding_forward(ctx_, p); }
+  void embedding_backward(const ops::EmbeddingBackward& p) override {
+    cuda::embedding_backward(ctx_, *scratch_, p);
+  }
+  void residual_layernorm_forward(const ops::ResidualLayerNormForward& p) override {
+    cuda::residual_layernorm_forward(ctx_, p);
+  }
+  void residual_layernorm_backward(const ops::ResidualLayerNormBackward& p) override {
+    cuda::residual_layernorm_backward(ctx_, *scratch_, p);
+  }
+  void attention_forward(const ops::AttentionForward& p) override { cuda::attention_forward(ctx_, p); }
+  void attention_backward(const ops::AttentionBackward& p) override { cuda::attention_backward(ctx_, p); }
+  void gather_forward(const ops::GatherForward& p) override { cuda::gather_forward(ctx_, p); }
+  void gather_backward(const ops::GatherBackward& p) override { cuda::gather_backward(ctx_, *scratch_, p); }
+  void cross_entropy_forward(const ops::CrossEntropyForward& p) override {
+    cuda::cross_entropy_forward(ctx_, *scratch_, p);
+  }
+  void cross_entropy_backward(const ops::CrossEntropyBackward& p) override { cuda::cross_entropy_backward(ctx_, p); }
+  void gradient_clip(const ops::GradientClip& p) override { cuda::gradient_clip(ctx_, *scratch_, p); }
+  void gradient_clip_finish(const ops::GradientClipFinish& p) override { cuda::gradient_clip_finish(ctx_, p); }
+  void gradient_accumulate(const ops::GradientAccumulate& p) override { cuda::gradient_accumulate(ctx_, p); }
+  void lamb_moments(const ops::LambMoments& p) override { cuda::lamb_moments(ctx_, *scratch_, p); }
+  void lamb_apply(const ops::LambApply& p) override { cuda::lamb_apply(ctx_, p); }
+
+ private:
+  static bool is_pinned(const void* p) {
+    cudaPointerAttributes attr{};
+    if (cudaPointerGetAttributes(&attr, p) != cudaSuccess) {
+      cudaGetLastError();
+      return false;
+    }
+    return attr.type == cudaMemoryTypeHost;
+  }
+
+  cuda::CudaContext ctx_;
+  std::string device_name_;
+  double memory_gib_ = 0;
+  bool own_gelu_ = false;
+  std::unique_ptr<cuda::GemmRunner> gemm_ = std::make_unique<cuda::GemmRunner>();
+  std::unique_ptr<cuda::OpScratch> scratch_ = std::make_unique<cuda::OpScratch>();
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cuda_backend(int device) { return std::make_unique<CudaBackend>(device); }
+
+int cuda_device_count() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    cudaGetLastError();  // clear it: no driver or no device is not an error here
+    return 0;
+  }
+  return count;
+}
+
+}  // namespace bertperf

@@ -1,0 +1,177 @@
+// CUDA linear layers over cuBLASLt (linear.h).
+#include "backends/cuda/linear.h"
+
+#include <algorithm>
+
+#include "backends/cuda/elementwise.h"
+
+namespace bertperf::cuda {
+
+namespace {
+
+// The largest power of two (up to 256) dividing a pointer's address: what cuBLASLt's heuristic must assume.
+int64_t alignment_of(const void* p) {
+  if (!p) return 256;
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+  int64_t align = 1;
+  while (align < 256 && (a & static_cast<uintptr_t>(align)) == 0) align <<= 1;
+  return align;
+}
+
+void set_desc(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attr, const void* value, size_t size) {
+  CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, attr, value, size));
+}
+
+cublasLtMatrixLayout_t make_layout(cudaDataType_t type, int rows, int cols, int ld, int batch, int64_t stride) {
+  cublasLtMatrixLayout_t layout = nullptr;
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&layout, type, rows, cols, ld));
+  if (batch > 1) {
+    CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch, sizeof batch));
+    CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
+                                                  sizeof stride));
+  }
+  return layout;
+}
+
+bool has_aux(cublasLtEpilogue_t e) {
+  return e == CUBLASLT_EPILOGUE_GELU_AUX || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS || e == CUBLASLT_EPILOGUE_DGELU ||
+         e == CUBLASLT_EPILOGUE_DGELU_BGRAD;
+}
+bool has_bias(cublasLtEpilogue_t e) {
+  return e == CUBLASLT_EPILOGUE_BIAS || e == CUBLASLT_EPILOGUE_GELU_BIAS || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+}
+
+}  // namespace
+
+GemmRunner::~GemmRunner() {
+  for (auto& [key, plan] : plans_) {
+    cublasLtMatrixLayoutDestroy(plan.a);
+    cublasLtMatrixLayoutDestroy(plan.b);
+    cublasLtMatrixLayoutDestroy(plan.d);
+    cublasLtMatmulDescDestroy(plan.desc);
+  }
+}
+
+GemmRunner::Plan& GemmRunner::plan_for(CudaContext& ctx, const Gemm& g, const Key& key) {
+  auto found = plans_.find(key);
+  if (found != plans_.end()) return found->second;
+  Plan plan;
+  CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  const cublasOperation_t ta = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, tb = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  set_desc(plan.desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta);
+  set_desc(plan.desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb);
+  set_desc(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &g.epilogue, sizeof g.epilogue);
+  if (has_bias(g.epilogue)) {
+    set_desc(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &g.type_bias, sizeof g.type_bias);
+    if (g.batch > 1) set_desc(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE, &g.bias_stride, sizeof g.bias_stride);
+  }
+  if (has_aux(g.epilogue)) {
+    const int64_t ld_aux = g.ld_aux;
+    set_desc(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld_aux, sizeof ld_aux);
+  }
+  // Operand shapes as stored (before op()).
+  plan.a = make_layout(g.type_a, g.trans_a ? g.k : g.m, g.trans_a ? g.m : g.k, g.lda, g.batch, g.stride_a);
+  plan.b = make_layout(g.type_b, g.trans_b ? g.n : g.k, g.trans_b ? g.k : g.n, g.ldb, g.batch, g.stride_b);
+  plan.d = make_layout(g.type_d, g.m, g.n, g.ldd, g.batch, g.stride_d);
+
+  cublasLtMatmulPreference_t pref = nullptr;
+  CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  const uint64_t workspace = ctx.workspace_bytes;
+  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
+                                                    sizeof workspace));
+  const uint32_t align_a = static_cast<uint32_t>(alignment_of(g.A)), align_b = static_cast<uint32_t>(alignment_of(g.B)),
+                 align_d = static_cast<uint32_t>(alignment_of(g.D));
+  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a,
+                                                    sizeof align_a));
+  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b,
+                                                    sizeof align_b));
+  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_d,
+                                                    sizeof align_d));
+  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_d,
+                                                    sizeof align_d));
+  cublasLtMatmulHeuristicResult_t result{};
+  int found_count = 0;
+  const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(ctx.lt, plan.desc, plan.a, plan.b, plan.d, plan.d,
+                                                               pref, 1, &result, &found_count);
+  cublasLtMatmulPreferenceDestroy(pref);
+  if (status != CUBLAS_STATUS_SUCCESS || found_count == 0) {
+    cublasLtMatrixLayoutDestroy(plan.a);
+    cublasLtMatrixLayoutDestroy(plan.b);
+    cublasLtMatrixLayoutDestroy(plan.d);
+    cublasLtMatmulDescDestroy(plan.desc);
+    BERT_CHECK(false, "cuBLASLt has no algorithm for the GEMM m ", g.m, " n ", g.n, " k ", g.k, " (lda ", g.lda,
+               ", ldb ", g.ldb, ", ldd ", g.ldd, ", batch ", g.batch, ", epilogue ", static_cast<int>(g.epilogue),
+               "): ", cublasLtGetStatusString(status));
+  }
+  plan.algo = result.algo;
+  return plans_.emplace(key, plan).first->second;
+}
+
+void GemmRunner::run(CudaContext& ctx, const Gemm& g) {
+  if (g.m <= 0 || g.n <= 0) return;
+  const Key key = {g.m, g.n, g.k, g.lda, g.ldb, g.ldd, g.trans_a, g.trans_b, g.type_a, g.type_b, g.type_d,
+                   g.accumulate, static_cast<int64_t>(g.epilogue), g.type_bias, g.bias_stride, g.ld_aux, g.batch,
+                   g.stride_a, g.stride_b, g.stride_d, alignment_of(g.A), alignment_of(g.B), alignment_of(g.D),
+                   alignment_of(g.bias), alignment_of(g.aux), g.scale_a != nullptr, g.scale_b != nullptr,
+                   g.scale_d != nullptr};
+  Plan& plan = plan_for(ctx, g, key);
+  // Pointers change from call to call; the rest of the descriptor is the plan's.
+  if (has_bias(g.epilogue)) set_desc(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias, sizeof g.bias);
+  if (has_aux(g.epilogue)) set_desc(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &g.aux, sizeof g.aux);
+  if (g.scale_a) set_desc(plan.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &g.scale_a, sizeof g.scale_a);
+  if (g.scale_b) set_desc(plan.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &g.scale_b, sizeof g.scale_b);
+  if (g.scale_d) set_desc(plan.desc, CUBLASLT_MATMUL_DESC_D_SCALE_POINTER, &g.scale_d, sizeof g.scale_d);
+  const float alpha = 1.0f, beta = g.accumulate ? 1.0f : 0.0f;
+  CUBLAS_CHECK(cublasLtMatmul(ctx.lt, plan.desc, &alpha, g.A, plan.a, g.B, plan.b, &beta, g.D, plan.d, g.D, plan.d,
+                              &plan.algo, ctx.workspace, ctx.workspace_bytes, ctx.stream));
+}
+
+void linear_forward(CudaContext& ctx, GemmRunner& gemm, bool own_gelu, const ops::LinearForward& p) {
+  const int N = p.N, O = p.O, G = p.groups;
+  const int ldo = p.ldo ? p.ldo : G * O;
+  BERT_CHECK(G >= 1 && ldo >= G * O, "linear: ", G, " groups of ", O, " columns in rows of ", ldo);
+  BERT_CHECK(p.act != ops::Activation::GELU || p.pre, "linear: GELU needs its pre-activation buffer");
+  if (N <= 0) return;
+  // cuBLASLt's GELU epilogue wants its aux matrix's leading dimension a multiple of 8 and 16-byte aligned.
+  const bool lt_gelu = p.act == ops::Activation::GELU && !own_gelu && G == 1 && ldo % 8 == 0 && aligned16(p.pre);
+  // One GEMM per group (the fused QKV is three products of one input into column blocks of one output).
+  for (const Gemm& g : linear_forward_gemms(p, lt_gelu)) gemm.run(ctx, g);
+  if (p.act == ops::Activation::GELU && !lt_gelu) {
+    activation_forward_rows(ctx, static_cast<bf16*>(p.out), static_cast<const bf16*>(p.pre), N, G * O, ldo,
+                            ops::Activation::GELU);
+  } else if (p.act == ops::Activation::TANH) {
+    activation_forward_rows(ctx, static_cast<bf16*>(p.out), static_cast<const bf16*>(p.out), N, G * O, ldo,
+                            ops::Activation::TANH);
+  }
+}
+
+void linear_backward(CudaContext& ctx, GemmRunner& gemm, OpScratch& scratch, bool own_gelu,
+                     const ops::LinearBackward& p) {
+  const int N = p.N, I = p.I, O = p.O, G = p.groups;
+  const int ldo = p.ldo ? p.ldo : G * O;
+  BERT_CHECK(G >= 1 && ldo >= G * O, "linear backward: ", G, " groups of ", O, " columns in rows of ", ldo);
+  BERT_CHECK(p.dinp_act == ops::Activation::NONE || (!p.accumulate_dinp && p.dinp_act_saved),
+             "linear backward: a fused activation backward overwrites dinp and needs its saved tensor");
+  if (N <= 0) return;
+  const bf16* dout = static_cast<const bf16*>(p.dout);
+  if (p.dinp) {
+    const bool lt_dgelu = p.dinp_act == ops::Activation::GELU && !own_gelu && G == 1 && I % 8 == 0 &&
+                          aligned16(p.dinp_act_saved) && aligned16(p.dinp);
+    for (const Gemm& g : linear_dinp_gemms(p, lt_dgelu)) gemm.run(ctx, g);
+    if (p.dinp_act != ops::Activation::NONE) {
+      bf16* dinp = static_cast<bf16*>(p.dinp);
+      if (!lt_dgelu)
+        activation_backward_rows(ctx, dinp, dinp, static_cast<const bf16*>(p.dinp_act_saved), N, I, I, p.dinp_act);
+      if (p.dinp_act_dbias)
+        add_column_sums(ctx, scratch.bias_grad, static_cast<float*>(p.dinp_act_dbias), dinp, N, I, I);
+    }
+  }
+  for (const Gemm& g : linear_dweight_gemms(p)) gemm.run(ctx, g);
+  if (p.dbias) {
+    for (int k = 0; k < G; ++k)
+      add_column_sums(ctx, scratch.reduce, static_cast<float*>(p.dbias) + k * p.bias_stride,
+                      dout + static_cast<size_t>(k) * O, N, O, ldo);
+  }
+}
+
+}  // namespace bertperf::cuda

@@ -1,0 +1,85 @@
+// Linear layers on the GPU (ops::LinearForward / LinearBackward) over cuBLASLt GEMMs in bf16 with fp32
+// accumulation, and the GEMM wrapper under them: one cuBLASLt plan (descriptors and the heuristic's algorithm)
+// per shape, chosen on first use and cached, so a step's GEMMs cost no heuristic calls after the first step.
+//
+// Epilogues: BIAS in the forward; GELU_AUX_BIAS (gelu(x . W + b) with the pre-activation saved as the aux matrix)
+// for the FFN up-projection, and DGELU (the GELU derivative applied from the aux matrix) for the backward of
+// the layer feeding it. cuBLASLt's GELU is the tanh form (it is what PyTorch's use_gelu fusion, compared with
+// gelu(approximate="tanh"), and NVIDIA's BERT builds rely on; the cuBLASLt docs do not name the formula), and
+// the conformance test compares it with the CPU's kmath::gelu. Setting BERTPERF_CUDA_GELU=kernel in the
+// environment replaces both with this backend's own kernels over kmath::gelu and kmath::gelu_grad. Bias
+// gradients are this backend's own deterministic column sums (ops.h accumulates them in fp32; cuBLASLt's BGRAD
+// epilogues overwrite, in the bias type).
+#pragma once
+
+#include <cublasLt.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <tuple>
+#include <vector>
+
+#include "backends/cuda/cuda_context.h"
+#include "backends/cuda/scratch.h"
+#include "backends/ops.h"
+
+namespace bertperf::cuda {
+
+// One GEMM in cuBLASLt's column-major terms: D (m, n) = op(A) (m, k) . op(B) (k, n) (+ D when accumulate), with
+// a data type per operand (bf16 today; FP8 operands need only their types and the scale pointers), `batch`
+// products at the given element strides (a stride of 0 shares an operand), and an epilogue with its bias (length
+// m, per batch at bias_stride) and aux matrix (m, n) at ld_aux.
+struct Gemm {
+  int m = 0, n = 0, k = 0;
+  const void* A = nullptr; int lda = 0; bool trans_a = false; cudaDataType_t type_a = CUDA_R_16BF;
+  const void* B = nullptr; int ldb = 0; bool trans_b = false; cudaDataType_t type_b = CUDA_R_16BF;
+  void* D = nullptr; int ldd = 0; cudaDataType_t type_d = CUDA_R_16BF;
+  bool accumulate = false;
+  cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+  const void* bias = nullptr; cudaDataType_t type_bias = CUDA_R_16BF; int64_t bias_stride = 0;
+  void* aux = nullptr; int ld_aux = 0;
+  int batch = 1; int64_t stride_a = 0, stride_b = 0, stride_d = 0;
+  // FP8: per-tensor scales of A, B and D (device fp32), null for none.
+  const float* scale_a = nullptr; const float* scale_b = nullptr; const float* scale_d = nullptr;
+};
+
+class GemmRunner {
+ public:
+  GemmRunner() = default;
+  ~GemmRunner();
+  GemmRunner(const GemmRunner&) = delete;
+  GemmRunner& operator=(const GemmRunner&) = delete;
+
+  void run(CudaContext& ctx, const Gemm& g);
+  size_t plans() const { return plans_.size(); }
+
+ private:
+  struct Plan {
+    cublasLtMatmulDesc_t desc = nullptr;
+    cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
+    cublasLtMatmulAlgo_t algo{};
+  };
+  using Key = std::vector<int64_t>;
+  Plan& plan_for(CudaContext& ctx, const Gemm& g, const Key& key);
+  std::map<Key, Plan> plans_;
+};
+
+// The element types of a linear op's operands: A (activations), W (weights), F (weight gradients).
+struct LinearDtypes {
+  cudaDataType_t act = CUDA_R_16BF, weight = CUDA_R_16BF, master = CUDA_R_32F;
+};
+size_t cuda_type_size(cudaDataType_t type);
+
+// The GEMMs of a linear op, in issue order (linear_gemms.cpp): the forward's (with cuBLASLt's GELU epilogue when
+// lt_gelu), the backward's dinp (with its DGELU epilogue when lt_dgelu) and dweight products.
+std::vector<Gemm> linear_forward_gemms(const ops::LinearForward& p, bool lt_gelu, const LinearDtypes& t = {});
+std::vector<Gemm> linear_dinp_gemms(const ops::LinearBackward& p, bool lt_dgelu, const LinearDtypes& t = {});
+std::vector<Gemm> linear_dweight_gemms(const ops::LinearBackward& p, const LinearDtypes& t = {});
+
+// The linear ops. `own_gelu`: GELU and its derivative in this backend's kernels rather than cuBLASLt's epilogues.
+void linear_forward(CudaContext& ctx, GemmRunner& gemm, bool own_gelu, const ops::LinearForward& p);
+void linear_backward(CudaContext& ctx, GemmRunner& gemm, OpScratch& scratch, bool own_gelu,
+                     const ops::LinearBackward& p);
+
+}  // namespace bertperf::cuda
