@@ -133,7 +133,7 @@ if ! step configure 120 cmake -S "$root" -B "$build" "${generator[@]}" -DCMAKE_B
 fi
 jobs=$(nproc)
 if [ -f "$build/CMakeCache.txt" ] && step build 300 cmake --build "$build" -j "$jobs" --target \
-    bertperf_cli test_backend_ops test_cuda_step; then
+    bertperf_cli test_backend_ops test_gpu_step; then
   record build passed "CUDA $cuda, sm_$arch"
 else
   record build FAILED "see build.txt: $(grep -m1 -E 'error:|Error [0-9]|CMake Error' "$out/build.txt" | cut -c1-160)"
@@ -141,11 +141,11 @@ fi
 bin=$build/bin
 
 # ---- GPU tests ----
-if [ -x "$bin/test_cuda_step" ]; then
+if [ -x "$bin/test_gpu_step" ]; then
   gtest conformance 120 "$bin/test_backend_ops" --gtest_filter='*/cuda'
   BERTPERF_CUDA_ATTENTION=kernel gtest conformance_kernel 60 "$bin/test_backend_ops" \
     --gtest_filter='*AttentionForwardAndBackward/cuda:*DropoutMasks*/cuda'
-  gtest step 90 "$bin/test_cuda_step"
+  gtest step 90 "$bin/test_gpu_step"
 fi
 
 # ---- benchmark: BERT-large, MLPerf phase-2 shapes, side by side ----
@@ -170,10 +170,10 @@ else
 fi
 
 # ---- compute-sanitizer on one step (last: the slowest, and the budget may cut it) ----
-if command -v compute-sanitizer >/dev/null && [ $gpu -eq 1 ] && [ -x "$bin/test_cuda_step" ]; then
+if command -v compute-sanitizer >/dev/null && [ $gpu -eq 1 ] && [ -x "$bin/test_gpu_step" ]; then
   for tool in memcheck racecheck; do
     gtest "sanitizer_$tool" 90 compute-sanitizer --tool "$tool" --error-exitcode 1 \
-      "$bin/test_cuda_step" --gtest_filter=CudaStep.ForwardBackwardMatchesTheCpuBackend
+      "$bin/test_gpu_step" --gtest_filter=GpuStep.ForwardBackwardMatchesTheCpuBackend
   done
 else
   record sanitizer skipped "no compute-sanitizer or no GPU here"

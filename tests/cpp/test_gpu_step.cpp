@@ -119,7 +119,7 @@ Gradients forward_backward(Backend& backend, const BertConfig& config, const Ten
   return out;
 }
 
-TEST(CudaStep, ForwardBackwardMatchesTheCpuBackend) {
+TEST(GpuStep, ForwardBackwardMatchesTheCpuBackend) {
   SKIP_WITHOUT_CUDA();
   const BertConfig config = small_config(0.0f);
   const TensorTable table = bert_parameter_table(config);
@@ -179,7 +179,7 @@ std::vector<float> train(const BertConfig& config, int steps, bool capture, bool
   return std::vector<float>(out.data(), out.data() + out.size());
 }
 
-TEST(CudaStep, TwoRunsFromOneSeedAreBitIdentical) {
+TEST(GpuStep, TwoRunsFromOneSeedAreBitIdentical) {
   SKIP_WITHOUT_CUDA();
   const BertConfig config = small_config(0.1f);
   const std::vector<float> a = train(config, 4, true), b = train(config, 4, true);
@@ -187,7 +187,7 @@ TEST(CudaStep, TwoRunsFromOneSeedAreBitIdentical) {
   EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0) << "two runs from one seed differ";
 }
 
-TEST(CudaStep, CapturedStepsEqualEagerSteps) {
+TEST(GpuStep, CapturedStepsEqualEagerSteps) {
   SKIP_WITHOUT_CUDA();
   const BertConfig config = small_config(0.1f);
   bool captured = false, eager_captured = true;
