@@ -49,8 +49,9 @@ cp -rL /usr/include/gtest /usr/include/gmock "$stage/include/"
 # cudnn-frontend's headers, from the pinned pip package in .venv.
 frontend=$(ls -d .venv/lib/python3*/site-packages/include 2>/dev/null | head -1)
 need "$frontend/cudnn_frontend.h"
-mkdir -p "$stage/include/cudnn-frontend"
-cp -rL "$frontend"/. "$stage/include/cudnn-frontend/"
+# Its headers include each other as ../include/..., so the folder keeps the name include.
+mkdir -p "$stage/cudnn-frontend/include"
+cp -rL "$frontend"/. "$stage/cudnn-frontend/include/"
 
 tar -C "$stage" -czf "$out/bundle.tar.gz" .
 rm -rf "$stage"

@@ -32,6 +32,7 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
+[ $dry -eq 1 ] && budget=$(( budget * 20 ))
 mkdir -p "$out"
 log=$out/device_check.log
 : > "$log"
@@ -49,6 +50,7 @@ step() {
     say "$name: not run, out of time"
     return 124
   fi
+  [ $dry -eq 1 ] && limit=$(( limit * 20 ))  # a dry run builds on whatever this machine is
   [ "$limit" -gt "$left" ] && limit=$left
   say "$name (up to $limit s): $*"
   timeout --kill-after=10 "$limit" "$@" > "$out/$name.txt" 2>&1
@@ -124,7 +126,7 @@ build=$root/build-device/build
 if ! step configure 120 cmake -S "$root" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
     -DBERTPERF_WITH_CUDA=$cuda -DBERTPERF_WITH_MPI=OFF -DBERTPERF_WITH_NCCL=OFF -DBERTPERF_BUILD_BENCHMARKS=OFF \
     -DCMAKE_CUDA_ARCHITECTURES="$arch" \
-    -DBERTPERF_CUDNN_FRONTEND_DIR="$deps/include/cudnn-frontend" -DCUDNN_INCLUDE_DIR="$cudnn_inc" \
+    -DBERTPERF_CUDNN_FRONTEND_DIR="$deps/cudnn-frontend/include" -DCUDNN_INCLUDE_DIR="$cudnn_inc" \
     -DBERTPERF_CUDNN_LIBRARY="$cudnn_lib" \
     -DCMAKE_PREFIX_PATH="$deps" -DBLA_VENDOR=OpenBLAS -DHDF5_ROOT="$deps" \
     -DHDF5_C_COMPILER_EXECUTABLE=HDF5_C_COMPILER_EXECUTABLE-NOTFOUND -DGTEST_ROOT="$deps" \
