@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
 # The mini benchmark end to end, from a fresh machine: set up, build, prepare the corpus and the
 # mini data set, run the result set (the benchmark's run count, or --runs N), check every log with
-# bertperf-check and with the official mlperf-logging checker, and print the report with plots.
+# bertperf-check and with the official mlperf-logging checker, and print the report with plots,
+# compared with the committed result set of this machine type (results/mini_cpu_2c) as the baseline.
 # Usage: scripts/mini.sh [--runs N] [--out DIR]
+#   --out  where the new result set goes (default: results/mini_cpu_2c-<UTC date-time>, a fresh
+#          directory; the committed set is never overwritten)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 runs=""
-out="results/mini_cpu_2c"
+baseline="results/mini_cpu_2c"
+out="$baseline-$(date -u +%Y%m%d-%H%M%S)"
 while [ $# -gt 0 ]; do
   case "$1" in
     --runs) runs="--runs $2"; shift 2 ;;
@@ -65,10 +69,21 @@ done
 
 step "report"
 target=$(.venv/bin/python -c 'import json; print(json.load(open("benchmarks/bert/mini/benchmark.json"))["target_accuracy"])')
-.venv/bin/bertperf-report "$out" --target "$target" --plots "$out/plots" || status=1
-.venv/bin/bertperf-report "$out" --target "$target" --format markdown --output "$out/REPORT.md" || status=1
+# The new set beside the committed one of this machine type (the baseline, first row), with the
+# regression flag: a slower result beyond noise is reported, but is no failed check.
+trees=("$out")
+if [ -d "$baseline/results" ] && [ "$(realpath "$baseline")" != "$(realpath "$out")" ]; then
+  trees=("$baseline" "$out")
+fi
+.venv/bin/bertperf-report "${trees[@]}" --ruleset 5.0.0 --target "$target" --plots "$out/plots" || status=1
+regression=0
+.venv/bin/bertperf-report "${trees[@]}" --ruleset 5.0.0 --target "$target" --format markdown --output "$out/REPORT.md" \
+  --fail-on-regression || { [ $? -eq 1 ] && regression=1; } || status=1
+if [ "$regression" = 1 ]; then
+  echo "mini: slower than the baseline $baseline beyond noise (see the regression column of the report)"
+fi
 # A result set is only a result when it has an MLPerf score (at most one run may miss the target).
-if ! .venv/bin/bertperf-report "$out" --target "$target" --format json \
+if ! .venv/bin/bertperf-report "$out" --ruleset 5.0.0 --target "$target" --format json \
     | .venv/bin/python -c 'import json, sys; sys.exit(0 if all(s["score_min"] is not None for s in json.load(sys.stdin)["systems"]) else 1)'; then
   echo "mini: the result set has no score (see the note column above)" >&2
   status=1

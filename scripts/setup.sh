@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything bertperf needs on a fresh Debian 12 machine, idempotently:
-#   - Debian packages: compilers and CMake, OpenBLAS, HDF5, nlohmann-json, Open MPI, GoogleTest,
+#   - Debian packages: compilers and CMake, OpenBLAS, HDF5, nlohmann-json, Open MPI, Slurm (for the
+#     sbatch test, tests/python/test_slurm.py, which starts its own daemons), GoogleTest,
 #     Google Benchmark, and the English text packages the corpus is made from;
 #   - data/corpus and data/vocab: the real text corpus and the BERT vocabulary
 #     (scripts/prepare_corpus.py), once;
@@ -16,6 +17,7 @@ DEBIAN_PACKAGES=(
   build-essential cmake pkg-config git
   libopenblas-dev libhdf5-dev nlohmann-json3-dev
   libopenmpi-dev openmpi-bin
+  slurmctld slurmd slurm-client
   libgtest-dev libbenchmark-dev
   python3 python3-venv
   dict-gcide dict-wn dict-foldoc dict-jargon dict-devil fortunes fortunes-min

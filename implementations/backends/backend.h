@@ -83,6 +83,9 @@ class Backend {
     double flops = 0;
   };
   virtual GemmProfile* gemm_profile() { return nullptr; }
+  // The CUDA stream the ops run on (a cudaStream_t), for a communicator that must be ordered with them (the NCCL
+  // gradient reducer); null where ops run on the host.
+  virtual void* native_stream() { return nullptr; }
 
   // Records the ops that `issue` makes, without running them, for replay; null where the backend cannot (the CPU
   // runs ops as they are issued). Inside `issue`: ops, fill_zero and copy only; no allocation, upload, download or

@@ -152,12 +152,16 @@ int cmd_bench_step(const Args& args, DistContext& dist) {
   BertConfig config;
   int B = 32, S = 128, P = 0;
   BackendOptions backend_wanted;
+  ReductionOptions reduction;  // a config's "distributed" block, for steps timed under mpirun
+  bool clip_after_reduction = false;
   if (auto path = opt.get("config")) {
     const TrainConfig train = load_train_config(*path, false);
     model_name = train.benchmark + "/" + train.system;
     config = train.model;
     B = train.local_batch_size, S = train.seq_len, P = train.max_predictions;
     backend_wanted = train.backend;
+    reduction = train.reduction;
+    clip_after_reduction = train.clip_after_reduction;
   } else {
     config = bench_shape(model_name);
   }
@@ -187,15 +191,20 @@ int cmd_bench_step(const Args& args, DistContext& dist) {
   LambHyperparams hp;
   hp.learning_rate = 1e-4;
   hp.train_steps = 1000000;
-  Lamb lamb(*backend, table, hp);
+  const std::unique_ptr<GradReducer> reducer =
+      make_grad_reducer(*backend, dist, reduction, table.total_elements(), FlatChunks::starts(table));
+  const FlatRange part = reducer->part(table.total_elements());
+  Lamb lamb(*backend, table, hp, part.begin, part.end);
   // Two batches in turn, the next staged while a step runs (as a training run does).
   const Batch batches[2] = {packed ? packed_batch(B, config.vocab_size, 1) : random_batch(B, S, P, config.vocab_size, 1),
                             packed ? packed_batch(B, config.vocab_size, 2) : random_batch(B, S, P, config.vocab_size, 2)};
   const Batch& batch = batches[0];
   if (packed) P = batch.capacity.predictions / B;
   BertModel model(*backend, config, table, batch.capacity);
-  const std::unique_ptr<GradReducer> reducer = make_grad_reducer(*backend, dist);
-  TrainStep train_step(*backend, model, params, lamb, *reducer, {.seed = 1, .capture = backend_options.capture},
+  TrainStep train_step(*backend, model, params, lamb, *reducer,
+                       {.ranks = dist.size(), .rank = dist.rank(), .seed = 1,
+                        .clip = clip_after_reduction ? ClipMode::AFTER_REDUCTION : ClipMode::PER_MICRO_BATCH,
+                        .capture = backend_options.capture},
                        batch.capacity);
   const std::vector<const Batch*> micro[2] = {{&batches[0]}, {&batches[1]}};
   int64_t step_index = 0;
@@ -214,7 +223,11 @@ int cmd_bench_step(const Args& args, DistContext& dist) {
   struct Repeat {
     double step_s, gemm_s, gemm_flops;
   };
-  auto line = [&](const std::string& extra, const Repeat& r) {
+  auto line = [&](std::string extra, const Repeat& r) {
+    if (!dist.is_root()) return;  // under mpirun: rank 0 speaks for the job (its step waits for every rank's)
+    if (dist.size() > 1)
+      extra = cat("\"ranks\": ", dist.size(), ", \"reduction\": \"", reducer->describe(), "\", \"lamb_state_mib\": ",
+                  lamb.state_bytes() / 1048576.0, ", ", extra);
     rusage usage{};
     getrusage(RUSAGE_SELF, &usage);
     std::printf(

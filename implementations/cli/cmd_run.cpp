@@ -2,19 +2,25 @@
 // result set: N runs, each a fresh process, laid out as an MLPerf submission tree).
 //
 // A result file is never left half-written: run-once logs into a temporary file beside the
-// result and renames it into place only when run_stop has been logged; SIGINT/SIGTERM remove the
-// temporary file before the process dies. `run` forwards those signals to the run in progress and
-// stops.
+// result, checks every write, syncs it to disk and renames it into place only when run_stop has
+// been logged; SIGINT/SIGTERM/SIGHUP remove the temporary file before the process dies. `run`
+// locks its output directory (one `run` per tree), forwards those signals to the run in progress
+// and stops; its children die with it (PR_SET_PDEATHSIG).
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <mutex>
 #include <sstream>
 
 #include "cli/args.h"
@@ -38,27 +44,42 @@ constexpr int kExitAborted = 3;
 
 const char* const kRunOnceUsage =
     "usage: bertperf run-once --config FILE --log FILE [--system-file FILE] [--seed N] [--stdout]\n"
-    "                         [--no-progress]\n"
+    "                         [--no-progress] [--dry-run]\n"
     "  One timed MLPerf run. The :::MLLOG log is written to a temporary file beside FILE and renamed\n"
     "  to FILE when the run ends; an interrupted run leaves nothing behind. With --stdout the log\n"
     "  lines are also printed. Launch it under mpirun when the config has more than one rank.\n"
     "  --system-file  the MLPerf system description (default: systems/<system>.json found in the\n"
     "                 config's directory or the nearest parent that has one)\n"
     "  --seed         the run seed (default: fresh from /dev/urandom, as closed runs require)\n"
+    "  --dry-run      log only the submission, seed and hyperparameter lines of the init block, without\n"
+    "                 data, model or training (--log FILE, or --stdout alone); any rank count\n"
     "  Exit status: 0 target reached, 3 run aborted (log written), 2 bad input, 1 internal error.\n";
 
 const char* const kRunUsage =
     "usage: bertperf run --config FILE [--out DIR] [--runs N] [--system-file FILE] [--resume]\n"
-    "                    [--mpirun PROGRAM] [--mpirun-args ARGS] [--no-progress]\n"
+    "                    [--mpirun PROGRAM | --srun] [--mpirun-args ARGS] [--no-progress]\n"
     "  A result set: N timed runs (default: the benchmark's, 10 for BERT), each a fresh process\n"
     "  (`bertperf run-once`, through `mpirun -np <ranks>` when the config has more than one rank),\n"
     "  written as an MLPerf submission tree:\n"
     "    DIR/systems/<system>.json\n"
     "    DIR/results/<system>/<benchmark>/result_<i>.txt\n"
     "  --out          the tree's root (default: results/<config benchmark>_<system>)\n"
-    "  --resume       keep existing result files and run only the missing indices\n"
+    "  --resume       keep existing complete result files (ending with run_stop) and run the\n"
+    "                 missing or incomplete indices\n"
     "  --mpirun       the MPI launcher (default: mpirun); --mpirun-args: extra launcher arguments,\n"
-    "                 split at spaces (e.g. \"--hostfile hosts --bind-to none\")\n";
+    "                 split at spaces (e.g. \"--hostfile hosts --bind-to none\")\n"
+    "  --srun         inside a Slurm allocation: every run is a job step, `srun --ntasks <ranks>\n"
+    "                 --kill-on-bad-exit=1 [ARGS] bertperf run-once ...`, also for one rank\n"
+    "                 (ARGS from --mpirun-args, e.g. \"--mpi=pmix\"); scripts/bertperf.sbatch uses it\n";
+
+// Makes a rename in `file`'s directory durable.
+void sync_directory(const fs::path& file) {
+  const fs::path dir = file.parent_path().empty() ? fs::path(".") : file.parent_path();
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return;
+  ::fsync(fd);
+  ::close(fd);
+}
 
 // ---- run-once: temporary log removal on signals ------------------------------------------------
 
@@ -80,8 +101,7 @@ class TempLog {
     struct sigaction sa {};
     sa.sa_handler = remove_temp_and_die;
     sigemptyset(&sa.sa_mask);
-    ::sigaction(SIGINT, &sa, nullptr);
-    ::sigaction(SIGTERM, &sa, nullptr);
+    for (int sig : {SIGINT, SIGTERM, SIGHUP}) ::sigaction(sig, &sa, nullptr);
   }
   ~TempLog() {
     if (!committed_) {
@@ -91,11 +111,13 @@ class TempLog {
     g_temp_log[0] = 0;
   }
   const fs::path& path() const { return temp_; }
+  // The log must be closed (and so synced) by its writer first.
   void commit() {
     std::error_code ec;
     fs::rename(temp_, final_, ec);
     if (ec) throw_input(final_.string(), "cannot move the finished log into place: " + ec.message());
     committed_ = true;
+    sync_directory(final_);
   }
 
  private:
@@ -129,9 +151,14 @@ int run_child(const std::vector<std::string>& argv) {
   cargv.push_back(nullptr);
   std::cout.flush();
   std::fflush(stdout);
+  const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
   BERT_CHECK(pid >= 0, "fork failed: ", std::strerror(errno));
   if (pid == 0) {
+    // The run dies with `run` (SIGTERM: run-once removes its temporary log), even when `run` is
+    // killed outright; the parent may have died before the call took effect.
+    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (::getppid() != parent) ::_exit(128 + SIGTERM);
     ::execvp(cargv[0], cargv.data());
     std::fprintf(stderr, "bertperf run: cannot start %s: %s\n", cargv[0], std::strerror(errno));
     ::_exit(127);
@@ -158,17 +185,26 @@ std::vector<std::string> split_spaces(const std::string& text) {
   return out;
 }
 
-// Writes `text` to `path` through a temporary file and a rename.
+// Writes `text` to `path` through a temporary file, synced to disk, and a rename; every call checked.
 void write_atomically(const fs::path& path, const std::string& text) {
   const fs::path temp = path.parent_path() / cat(".", path.filename().string(), ".tmp.", ::getpid());
-  {
-    std::ofstream out(temp);
-    out << text;
-    if (!out.good()) {
-      std::error_code ec;
-      fs::remove(temp, ec);
-      throw_input(path.string(), "cannot write file");
-    }
+  const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw_input(path.string(), cat("cannot write file: ", std::strerror(errno)));
+  size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    done += static_cast<size_t>(n);
+  }
+  const int err = done == text.size() ? 0 : (errno ? errno : ENOSPC);
+  const bool synced = err == 0 && ::fsync(fd) == 0;
+  const int sync_err = errno;
+  const bool closed = ::close(fd) == 0;
+  if (err || !synced || !closed) {
+    const int why = err ? err : !synced ? sync_err : errno;
+    ::unlink(temp.c_str());
+    throw_input(path.string(), cat("cannot write file: ", std::strerror(why)));
   }
   std::error_code ec;
   fs::rename(temp, path, ec);
@@ -176,6 +212,39 @@ void write_atomically(const fs::path& path, const std::string& text) {
     fs::remove(temp, ec);
     throw_input(path.string(), "cannot write file: " + ec.message());
   }
+  sync_directory(path);
+}
+
+// A result log is complete when its last line is the run_stop event, ended by a newline (run-once
+// writes run_stop last and only renames a fully written, synced log into place).
+bool log_is_complete(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return false;
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (text.empty() || text.back() != '\n') return false;
+  text.pop_back();
+  const std::string last = text.substr(text.rfind('\n') == std::string::npos ? 0 : text.rfind('\n') + 1);
+  const auto at = last.find(":::MLLOG ");
+  if (at == std::string::npos) return false;
+  const Json record = Json::parse(last.substr(at + 9), nullptr, /*allow_exceptions=*/false);
+  return record.is_object() && record.value("key", Json()) == "run_stop" && record.value("event_type", Json()) == "INTERVAL_END";
+}
+
+// Holds an exclusive lock on the output directory for the life of this process and of its
+// children (the descriptor is inherited on purpose), so a second `run` on the same tree, or a
+// --resume while a run of the first is still alive, is refused instead of racing it.
+void lock_output_directory(const fs::path& root) {
+  const int fd = ::open(root.c_str(), O_RDONLY | O_DIRECTORY);
+  if (fd < 0) throw_input(root.string(), cat("cannot open the output directory: ", std::strerror(errno)));
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    ::close(fd);
+    if (err == EWOULDBLOCK)
+      throw_input(root.string(), "another `bertperf run` is writing this result tree (the directory is locked); "
+                                 "wait for it to end or choose another --out");
+    throw_input(root.string(), cat("cannot lock the output directory: ", std::strerror(err)));
+  }
+  // fd stays open until exit.
 }
 
 // run_start/run_stop times and status from a finished log, for the summary table.
@@ -205,13 +274,36 @@ RunSummary summarize_log(const fs::path& path) {
 
 }  // namespace
 
+namespace {
+
+// run-once --dry-run: the config's hyperparameter lines as a real run logs them, with no data or training.
+int dry_run(const Options& opts, DistContext& world) {
+  const TrainConfig config = load_train_config(opts.required("config"), /*check_data=*/false);
+  const SystemDescription system = load_system_description(system_file_for(config, opts));
+  const std::string log_path = opts.get("log").value_or("");
+  if (log_path.empty() && !opts.flag("stdout")) throw_input("command line", "--dry-run needs --log FILE or --stdout");
+  const int64_t seed = opts.get("seed") ? opts.integer("seed", 0) : int64_t(fresh_seed());
+  if (seed < 0) throw_input("command line", "option --seed must not be negative");
+  mllog::Logger log(mllog::Logger::Options{
+      .to_stdout = opts.flag("stdout"), .file = log_path, .name_space = "", .rank = world.rank(), .file_label = ""});
+  log_run_header(log, config, system, uint64_t(seed));
+  log.close_file();
+  if (world.is_root() && !log_path.empty())
+    std::cerr << "bertperf run-once: dry run of " << config.source << ": hyperparameters logged to " << log_path
+              << " (no training)\n";
+  return 0;
+}
+
+}  // namespace
+
 int cmd_run_once(const Args& args, DistContext& world) {
-  const Options opts(args, {"config", "log", "system-file", "seed"}, {"stdout", "no-progress", "help"});
+  const Options opts(args, {"config", "log", "system-file", "seed"}, {"stdout", "no-progress", "help", "dry-run"});
   if (opts.flag("help")) {
     std::cout << kRunOnceUsage;
     return 0;
   }
   if (!opts.positional().empty()) throw_input("command line", "unexpected argument '" + opts.positional()[0] + "'");
+  if (opts.flag("dry-run")) return dry_run(opts, world);
   const TrainConfig config = load_train_config(opts.required("config"));
   const SystemDescription system = load_system_description(system_file_for(config, opts));
   const fs::path log_path = opts.required("log");
@@ -236,11 +328,41 @@ int cmd_run_once(const Args& args, DistContext& world) {
   mllog::Logger log(mllog::Logger::Options{.to_stdout = opts.flag("stdout"),
                                            .file = temp ? temp->path().string() : "",
                                            .name_space = "",
-                                           .rank = world.rank()});
+                                           .rank = world.rank(),
+                                           .file_label = log_path.string()});
+  // Another rank's failure ends the job from rank 0's watcher thread (dist/context.h): the run is logged as aborted
+  // and its log committed first, unless this rank has finished it already (its own log then stands).
+  std::mutex ending;
+  bool ended = false;
+  TimedRunState state;
+  options.state = &state;
+  if (temp)
+    world.on_peer_failure([&](const std::string& line) {
+      std::lock_guard<std::mutex> lock(ending);
+      if (ended) return;
+      ended = true;
+      try {  // on the watcher thread: nothing may escape
+        log_run_aborted(log, config, state);
+        log.close_file();
+        temp->commit();
+        std::cerr << "bertperf run-once: run aborted (" << line << ") -> " << log_path.string() << "\n";
+      } catch (const std::exception& e) {
+        std::cerr << "bertperf run-once: error: " << e.what() << " (run aborted: " << line << ")\n";
+      }
+    });
+  struct ClearHook {  // before `ending`, `log` and `temp` go, on every path
+    DistContext& world;
+    ~ClearHook() { world.on_peer_failure(nullptr); }
+  } clear_hook{world};
   const TimedRunResult result = timed_run(config, system, log, options, world, train_session_factory(world));
-  log.close_file();
+  {
+    // A failure reported from here on waits until the finished log is in place.
+    std::lock_guard<std::mutex> lock(ending);
+    ended = true;
+    log.close_file();
+    if (temp) temp->commit();
+  }
   if (temp) {
-    temp->commit();
     std::cerr << "bertperf run-once: " << result.status << " after "
               << (result.run_stop_ms - result.run_start_ms) / 60000.0 << " min, " << result.samples_trained
               << " samples, best mlm accuracy " << result.best_accuracy << ", seed " << result.seed
@@ -252,7 +374,7 @@ int cmd_run_once(const Args& args, DistContext& world) {
 
 int cmd_run(const Args& args, DistContext&) {
   const Options opts(args, {"config", "out", "runs", "system-file", "mpirun", "mpirun-args"},
-                     {"resume", "no-progress", "help"});
+                     {"resume", "no-progress", "help", "srun"});
   if (opts.flag("help")) {
     std::cout << kRunUsage;
     return 0;
@@ -268,6 +390,10 @@ int cmd_run(const Args& args, DistContext&) {
   const fs::path root = opts.get("out") ? fs::path(*opts.get("out"))
                                         : fs::path("results") / (config.benchmark + "_" + config.system);
   const fs::path result_dir = root / "results" / config.system / config.submission_benchmark;
+  std::error_code mkdir_error;
+  fs::create_directories(root, mkdir_error);
+  if (mkdir_error) throw_input(root.string(), "cannot create the output directory: " + mkdir_error.message());
+  lock_output_directory(root);
   fs::create_directories(result_dir);
   fs::create_directories(root / "systems");
   // The tree's system description says what the logs say: a benchmark that is not the closed one
@@ -277,7 +403,8 @@ int cmd_run(const Args& args, DistContext&) {
   write_atomically(root / "systems" / (config.system + ".json"), described.dump(4) + "\n");
 
   // Temporary logs of runs killed outright (SIGKILL, power loss) would fail the repository checker
-  // (names starting with '.'); no run of this set is in progress yet, so they are stale.
+  // (names starting with '.'); this process holds the tree's lock, which every live run of an
+  // earlier `run` on it would still hold, so they are stale.
   for (const auto& entry : fs::directory_iterator(result_dir)) {
     const std::string name = entry.path().filename().string();
     if (name.rfind(".result_", 0) == 0 && name.find(".tmp.") != std::string::npos) {
@@ -289,11 +416,16 @@ int cmd_run(const Args& args, DistContext&) {
   struct sigaction sa {};
   sa.sa_handler = forward_signal;
   sigemptyset(&sa.sa_mask);
-  ::sigaction(SIGINT, &sa, nullptr);
-  ::sigaction(SIGTERM, &sa, nullptr);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) ::sigaction(sig, &sa, nullptr);
 
   std::vector<std::string> launcher;
-  if (config.ranks > 1) {
+  if (opts.flag("srun")) {
+    if (opts.get("mpirun")) throw_input("command line", "--srun and --mpirun exclude each other");
+    if (!std::getenv("SLURM_JOB_ID"))
+      throw_input("command line", "--srun needs a Slurm allocation (SLURM_JOB_ID is not set): use sbatch or salloc");
+    launcher = {"srun", cat("--ntasks=", config.ranks), "--kill-on-bad-exit=1"};
+    for (auto& a : split_spaces(opts.get("mpirun-args").value_or(""))) launcher.push_back(a);
+  } else if (config.ranks > 1) {
     launcher = {opts.get("mpirun").value_or("mpirun"), "-np", std::to_string(config.ranks)};
     for (auto& a : split_spaces(opts.get("mpirun-args").value_or(""))) launcher.push_back(a);
   }
@@ -301,8 +433,12 @@ int cmd_run(const Args& args, DistContext&) {
   for (int64_t i = 0; i < runs; ++i) {
     const fs::path result = result_dir / cat("result_", i, ".txt");
     if (fs::exists(result)) {
-      if (opts.flag("resume")) continue;
-      throw_input(result.string(), "exists already; use --resume to keep it or choose another --out");
+      if (!opts.flag("resume"))
+        throw_input(result.string(), "exists already; use --resume to keep it or choose another --out");
+      if (log_is_complete(result)) continue;
+      std::cerr << "bertperf run: " << result.string() << " is incomplete (it does not end with run_stop); "
+                << "running it again\n";
+      fs::remove(result);
     }
     std::vector<std::string> argv = launcher;
     for (const std::string& a : {self_executable(), std::string("run-once"), std::string("--config"), config_path,

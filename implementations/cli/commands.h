@@ -20,6 +20,7 @@ int cmd_bench_step(const Args& args, DistContext& dist);
 int cmd_data(const Args& args, DistContext& dist);
 int cmd_tokenize(const Args& args, DistContext& dist);
 int cmd_convert_checkpoint(const Args& args, DistContext& dist);
+int cmd_predict(const Args& args, DistContext& dist);
 
 struct Command {
   const char* name;
@@ -37,6 +38,7 @@ inline const Command kCommands[] = {
     {"convert-checkpoint", cmd_convert_checkpoint,
      "convert a TensorFlow checkpoint (e.g. phase-1 model.ckpt-28252) to an HDF5 checkpoint"},
     {"bench-step", cmd_bench_step, "time one training step at BERT mini/base/large shapes (JSON lines)"},
+    {"predict", cmd_predict, "the scaling model: step time, throughput and time to train at any scale; --validate"},
 };
 
 }  // namespace bertperf::cli

@@ -204,7 +204,11 @@ File File::create(const std::string& path) {
   File f;
   f.path_ = path;
   f.temp_path_ = cat(path, ".tmp-", getpid());
-  f.id_ = H5Fcreate(f.temp_path_.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  // No object timestamps (the root group is created from the file-creation list): the same content
+  // gives the same bytes, so a rerun from a seed reproduces its checkpoint.
+  Id fcpl(H5Pcreate(H5P_FILE_CREATE), H5Pclose);
+  H5Pset_obj_track_times(fcpl.get(), 0);
+  f.id_ = H5Fcreate(f.temp_path_.c_str(), H5F_ACC_TRUNC, fcpl.get(), H5P_DEFAULT);
   if (f.id_ < 0) {
     take_hdf5_error();
     throw_input(path, "cannot create the file (is the directory there and writable?)");
@@ -464,6 +468,25 @@ Id intermediate_groups() {
   return lcpl;
 }
 
+// Dataset-creation properties without object timestamps (reproducible bytes).
+Id untimed_dataset() {
+  Id dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
+  H5Pset_obj_track_times(dcpl.get(), 0);
+  return dcpl;
+}
+
+// Creates the groups above `key` without timestamps (intermediate groups made by the link-creation
+// list would carry them).
+void create_parent_groups(hid_t file, const std::string& key) {
+  Id gcpl(H5Pcreate(H5P_GROUP_CREATE), H5Pclose);
+  H5Pset_obj_track_times(gcpl.get(), 0);
+  for (size_t slash = key.find('/', 1); slash != std::string::npos; slash = key.find('/', slash + 1)) {
+    const std::string group = key.substr(0, slash);
+    if (H5Lexists(file, group.c_str(), H5P_DEFAULT) > 0) continue;
+    Id g(H5Gcreate2(file, group.c_str(), H5P_DEFAULT, gcpl.get(), H5P_DEFAULT), H5Gclose);
+  }
+}
+
 }  // namespace
 
 template <typename T>
@@ -474,8 +497,10 @@ void File::write(const std::string& key, const T* data, const std::vector<int64_
   std::vector<hsize_t> dims(shape.begin(), shape.end());
   Id space(dims.empty() ? H5Screate(H5S_SCALAR) : H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr),
            H5Sclose);
+  create_parent_groups(id_, k);
   Id lcpl = intermediate_groups();
-  Id ds(H5Dcreate2(id_, k.c_str(), file_type<T>(), space.get(), lcpl.get(), H5P_DEFAULT, H5P_DEFAULT), H5Dclose);
+  Id dcpl = untimed_dataset();
+  Id ds(H5Dcreate2(id_, k.c_str(), file_type<T>(), space.get(), lcpl.get(), dcpl.get(), H5P_DEFAULT), H5Dclose);
   if (!space.ok() || !ds.ok()) fail(k, "cannot create the dataset" + take_hdf5_error());
   int64_t numel = 1;
   for (int64_t d : shape) numel *= d;
@@ -494,8 +519,10 @@ void File::write_vlen(const std::string& key, const Vlen<T>& rows) {
   Id space(H5Screate_simple(1, &n, nullptr), H5Sclose);
   Id stored(H5Tvlen_create(file_type<T>()), H5Tclose);
   Id mem(H5Tvlen_create(native_type<T>()), H5Tclose);
+  create_parent_groups(id_, k);
   Id lcpl = intermediate_groups();
-  Id ds(H5Dcreate2(id_, k.c_str(), stored.get(), space.get(), lcpl.get(), H5P_DEFAULT, H5P_DEFAULT), H5Dclose);
+  Id dcpl = untimed_dataset();
+  Id ds(H5Dcreate2(id_, k.c_str(), stored.get(), space.get(), lcpl.get(), dcpl.get(), H5P_DEFAULT), H5Dclose);
   if (!ds.ok()) fail(k, "cannot create the dataset" + take_hdf5_error());
   if (n > 0 && H5Dwrite(ds.get(), mem.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, buf.data()) < 0)
     fail(k, "cannot be written (disk full?)" + take_hdf5_error());

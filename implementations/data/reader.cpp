@@ -67,6 +67,8 @@ struct PretrainingReader::Impl {
   bool sample_mode = false;
   bool packed_rows = false;
   std::vector<size_t> owned;  // indices into opt.files this rank reads (shard mode)
+  int read_rank = 0, read_world = 1;  // whose rows this rank reads: its own, or (balance) a world of one's
+  int chunk_rows = 0;                 // rows gathered before batches are made: batch_rows, or a step's (balance)
   int64_t sample_count = 0;
   std::map<size_t, std::shared_ptr<const ShardData>> cache;  // shards kept in memory across epochs
   bool cache_all = false;
@@ -136,8 +138,8 @@ struct PretrainingReader::Impl {
             rows * (packed_rows ? opt.packed_max_predictions : opt.max_predictions), opt.seq_len};
   }
 
-  // The pending rows as one Batch (reader.h, data/batch.h); the arrays start as filler.
-  Batch build_batch() {
+  // Pending rows `rows` (indices, in order) as one Batch (reader.h, data/batch.h); the arrays start as filler.
+  Batch build_batch(const std::vector<size_t>& rows) {
     const int P = packed_rows ? opt.packed_max_predictions : opt.max_predictions;
     Batch b;
     b.capacity = capacity();
@@ -151,7 +153,7 @@ struct PretrainingReader::Impl {
     b.mlm_labels.assign(cap.predictions, 0);
     b.mlm_weights.assign(cap.predictions, 0.0f);
     int t = 0, s = 0, m = 0, row_start = 0;
-    for (size_t r = 0; r + 1 < pending_rows.size(); ++r) {
+    for (size_t r : rows) {
       row_start = t;
       const int row_slots = m + P;
       for (size_t q = pending_rows[r]; q < pending_rows[r + 1]; ++q) {
@@ -187,9 +189,55 @@ struct PretrainingReader::Impl {
     b.tokens = t;
     b.sequences = s;
     b.predictions = m;
+    return b;
+  }
+
+  void clear_pending() {
     pending = SequenceStore();
     pending_rows.assign(1, 0);
-    return b;
+  }
+
+  // The pending rows as batches (all of them as one, or this rank's share of a step when balancing); false when
+  // stopping.
+  bool emit() {
+    const size_t count = pending_rows.size() - 1;
+    std::vector<std::vector<size_t>> batches;
+    if (!opt.balance) {
+      batches.emplace_back(count);
+      std::iota(batches[0].begin(), batches[0].end(), size_t{0});
+    } else {
+      const auto dealt = deal_rows(count);
+      for (int m = 0; m < opt.micro_batches; ++m) batches.push_back(dealt[size_t(m) * opt.world_size + opt.rank]);
+    }
+    std::vector<Batch> built;
+    for (const auto& rows : batches) built.push_back(build_batch(rows));
+    clear_pending();
+    for (Batch& b : built)
+      if (!push(std::move(b))) return false;
+    return true;
+  }
+
+  // Deals the pending rows into world_size x micro_batches batches by real tokens (reader.h).
+  std::vector<std::vector<size_t>> deal_rows(size_t count) {
+    const size_t B = size_t(opt.world_size) * size_t(opt.micro_batches);
+    std::vector<size_t> tokens(count), order(count);
+    for (size_t r = 0; r < count; ++r)
+      tokens[r] = pending.token_offsets[pending_rows[r + 1]] - pending.token_offsets[pending_rows[r]];
+    std::iota(order.begin(), order.end(), size_t{0});
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return tokens[a] > tokens[b]; });
+    std::vector<std::vector<size_t>> dealt(B);
+    std::vector<size_t> load(B, 0), by_load(B);
+    for (size_t round = 0; round < count; round += B) {
+      std::iota(by_load.begin(), by_load.end(), size_t{0});
+      std::stable_sort(by_load.begin(), by_load.end(), [&](size_t a, size_t b) { return load[a] < load[b]; });
+      for (size_t i = 0; i < B && round + i < count; ++i) {
+        const size_t row = order[round + i];
+        dealt[by_load[i]].push_back(row);
+        load[by_load[i]] += tokens[row];
+      }
+    }
+    for (auto& rows : dealt) std::sort(rows.begin(), rows.end());
+    return dealt;
   }
 
   // Adds rows of `data`; emits full batches. False when stopping.
@@ -197,7 +245,7 @@ struct PretrainingReader::Impl {
     for (const Row& row : rows) {
       for (size_t q : row) pending.append_from(data.sequences, q);
       pending_rows.push_back(pending.size());
-      if (static_cast<int>(pending_rows.size() - 1) == opt.batch_rows && !push(build_batch())) return false;
+      if (static_cast<int>(pending_rows.size() - 1) == chunk_rows && !emit()) return false;
     }
     return true;
   }
@@ -215,7 +263,7 @@ struct PretrainingReader::Impl {
         }
         if (opt.shuffle) PythonRandom(epoch_key).shuffle(all);
         std::vector<std::vector<size_t>> mine(opt.files.size());
-        for (size_t p = static_cast<size_t>(opt.rank); p < all.size(); p += static_cast<size_t>(opt.world_size))
+        for (size_t p = static_cast<size_t>(read_rank); p < all.size(); p += static_cast<size_t>(read_world))
           mine[all[p].first].push_back(all[p].second);
         // Rows keep their shuffled order within a file; files follow one another.
         for (size_t f = 0; f < opt.files.size(); ++f)
@@ -233,10 +281,9 @@ struct PretrainingReader::Impl {
       }
       if (pending.size() > 0) {
         if (!opt.drop_last) {
-          if (!push(build_batch())) return;
+          if (!emit()) return;
         } else {
-          pending = SequenceStore();
-          pending_rows.assign(1, 0);
+          clear_pending();
         }
       }
       if (!opt.repeat) return;
@@ -256,9 +303,15 @@ PretrainingReader::PretrainingReader(ReaderOptions options) : impl_(std::make_un
     throw_input("data reader", "seq_len, max_predictions, max_sequences_per_row and packed_max_predictions must be positive");
   if (o.pack && o.max_predictions > o.packed_max_predictions)
     throw_input("data reader", "packed_max_predictions must be at least max_predictions");
+  if (o.balance && (o.micro_batches < 1 || !o.drop_last))
+    throw_input("data reader", "balanced batches need micro_batches >= 1 and drop_last");
   m.limits = {o.vocab_size, o.seq_len, o.max_predictions};
-  m.sample_mode = o.files.size() < static_cast<size_t>(o.world_size);
-  for (size_t f = static_cast<size_t>(o.rank); f < o.files.size(); f += static_cast<size_t>(o.world_size)) m.owned.push_back(f);
+  m.read_rank = o.balance ? 0 : o.rank;
+  m.read_world = o.balance ? 1 : o.world_size;
+  m.chunk_rows = o.balance ? o.batch_rows * o.world_size * o.micro_batches : o.batch_rows;
+  const int R = m.read_rank, W = m.read_world;
+  m.sample_mode = o.files.size() < static_cast<size_t>(W);
+  for (size_t f = static_cast<size_t>(R); f < o.files.size(); f += static_cast<size_t>(W)) m.owned.push_back(f);
 
   // Open and classify every file now, so a missing or foreign file fails before training starts.
   std::vector<ShardCounts> counts;
@@ -276,7 +329,7 @@ PretrainingReader::PretrainingReader(ReaderOptions options) : impl_(std::make_un
     for (size_t f = 0; f < o.files.size(); ++f) mine += counts[f].sequences;
     if (!any_packed) {
       const int64_t rows = mine;
-      mine = rows / o.world_size + (o.rank < rows % o.world_size ? 1 : 0);
+      mine = rows / W + (R < rows % W ? 1 : 0);
     } else {
       // Packed rows hold different numbers of sequences: count epoch 0's assignment.
       std::vector<std::pair<size_t, size_t>> all;
@@ -284,7 +337,7 @@ PretrainingReader::PretrainingReader(ReaderOptions options) : impl_(std::make_un
         for (int64_t r = 0; r < counts[f].rows; ++r) all.emplace_back(f, static_cast<size_t>(r));
       if (o.shuffle) PythonRandom(splitmix64(o.seed)).shuffle(all);
       mine = 0;
-      for (size_t p = static_cast<size_t>(o.rank); p < all.size(); p += static_cast<size_t>(o.world_size)) {
+      for (size_t p = static_cast<size_t>(R); p < all.size(); p += static_cast<size_t>(W)) {
         auto data = m.load(all[p].first);
         mine += static_cast<int64_t>(data->row_offsets[all[p].second + 1] - data->row_offsets[all[p].second]);
       }
@@ -297,7 +350,7 @@ PretrainingReader::PretrainingReader(ReaderOptions options) : impl_(std::make_un
     }
     m.cache_all = rows_total <= 200000;  // small data (the mini benchmark) stays in memory
   }
-  m.sample_count = mine;
+  m.sample_count = o.balance ? mine / o.world_size : mine;  // balanced: a share of everything
   m.worker = std::thread([&m] {
     try {
       m.produce();

@@ -23,6 +23,17 @@
 // tokens and predictions fit, else opens a new row; rows are emitted in the order they were opened.
 // Packed batches have `packed_max_predictions` masked-LM slots per row.
 //
+// Balanced batches (`balance`, for training): every rank reads all files as a world of one would
+// (same order, same shuffle), in global batches of world_size x micro_batches x batch_rows rows
+// (the rows of one optimizer step), and keeps its share. The step's rows are sorted by real tokens
+// (most first, ties in read order) and dealt in rounds of B = world_size x micro_batches: each
+// round's longest row goes to the batch with the fewest tokens so far, the next to the next fewest
+// (ties: lowest batch index). Batch j = m x world_size + rank is this rank's m-th of the step, its
+// rows in read order (the numbering of the training step's dropout, harness/train_step.h). Every batch gets batch_rows rows, and the real tokens of any two
+// batches of a step differ by at most one longest row; W ranks with n micro-batches get exactly
+// the batches one rank with W x n micro-batches gets. Every rank reads every file (I/O grows
+// with the ranks), and drop_last is required.
+//
 // Batches (data/batch.h): a batch's rows give their sequences end to end in row order (a packed
 // row's sequences in their order), with capacity batch_rows x seq_len tokens, batch_rows x
 // (max_sequences_per_row when packed, else 1) sequences and batch_rows x (packed_max_predictions
@@ -58,6 +69,8 @@ struct ReaderOptions {
   int max_sequences_per_row = 3;
   int packed_max_predictions = 80;  // slots per packed row: >= 0.15*512 + 3 halves, rounded up
   int prefetch = 2;          // batches prepared ahead
+  bool balance = false;      // balanced batches (above)
+  int micro_batches = 1;     // batches per optimizer step on each rank (with balance)
   // Every row gets exactly its max_predictions (or packed_max_predictions) masked-LM slots, the
   // empty ones with weight 0, as the reference's fixed-size tensors have. Off, only real
   // predictions are emitted (at least one slot per batch): weight-0 slots change neither the

@@ -6,15 +6,25 @@
 // Launched means the environment names a launcher's job: OMPI_COMM_WORLD_SIZE (mpirun), PMI_SIZE or PMIX_RANK
 // (PMI launchers), SLURM_STEP_NUM_TASKS (srun; not SLURM_PROCID alone, which a batch script's own shell has too).
 // MPI then starts with MPI_THREAD_MULTIPLE where the library has it (FUNNELED at least: only the main thread calls
-// MPI), and must see as many ranks as the launcher says it started; a multi-task launch of a build without MPI is
-// refused (InputError) rather than run as independent single-rank trainings.
+// MPI), and must see as many ranks as the launcher says it started; a multi-task launch of a build without MPI, or
+// an srun step without an MPI plugin (no PMIx or PMI variables), is refused (InputError) rather than run as
+// independent single-rank trainings or left to fail inside MPI_Init.
+//
+// The launcher's own account of the process must agree with MPI's, or the job is refused with one line naming the
+// variable: under mpirun OMPI_COMM_WORLD_RANK, _LOCAL_RANK and _LOCAL_SIZE; under srun (no mpirun inside it)
+// SLURM_PROCID, SLURM_LOCALID, SLURM_NTASKS / SLURM_STEP_NUM_TASKS, SLURM_NNODES / SLURM_STEP_NUM_NODES, and
+// SLURM_NODEID, which then numbers the nodes (the ranks MPI finds sharing memory must share it).
 //
 // A failure on any rank ends the whole job: abort() takes every rank down (MPI_Abort), and main calls it through
-// report_failure when a command fails on a job of more than one rank.
+// report_failure when a command fails on a job of more than one rank. With MPI_THREAD_MULTIPLE, a failing rank
+// first sends its one-line message to rank 0, whose watcher thread hands it to the hook set with on_peer_failure
+// (run-once logs the run as aborted there) and then ends the job; a rank that dies outright (SIGKILL) is the
+// launcher's to report, and it ends the others.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -50,6 +60,11 @@ class DistContext {
   void barrier();
   // Ends every rank of the job with `code`; returns only on a world of one (it does nothing there).
   void abort(int code);
+  // On rank 0 of a job with a watcher: `hook(line)` runs on the watcher thread when another rank reports a failure
+  // (line: "rank R on HOST: ..."), before the job is ended. Cleared by passing an empty function.
+  void on_peer_failure(std::function<void(const std::string& line)> hook);
+  // Called by report_failure on a failing rank other than 0: tells rank 0 (bounded wait), then aborts the job.
+  [[noreturn]] void fail_job(const std::string& line, int code);
 
  private:
   DistContext() = default;
@@ -58,6 +73,10 @@ class DistContext {
   bool mpi_ = false;
   bool finalize_ = false;     // MPI was initialised here, so it is finalised here
   std::string thread_level_;  // what MPI_Init_thread provided
+  // The communicator failure messages travel on, on every rank, and rank 0's thread listening on it (context.cpp).
+  struct Watcher;
+  std::unique_ptr<Watcher> watcher_;
+  void watch();
 };
 
 // For main's catch block: reports the exception in flight as one line on stderr, "<who>: error: <what>" for bad

@@ -2,33 +2,94 @@
 // step (harness/train_step.h) tells a reducer which ranges of the flat gradient buffer are final as the backward
 // produces them (ready), so a reducer can start on them while the backward goes on, then waits for the whole sum
 // (finish). A reducer works on backend memory: MPI for host gradients, NCCL for device gradients.
+//
+// The algorithms (the config's "distributed": {"reduction": ...} block, harness/train_config.h):
+//   allreduce     one all-reduce of the whole buffer at finish;
+//   bucketed      the buffer cut into buckets of bucket_mb; a bucket's all-reduce starts as soon as ready() has
+//                 reported all of it (on a communication thread where MPI has MPI_THREAD_MULTIPLE, else
+//                 MPI_Iallreduce polled at every ready()), the rest start at finish, which waits for all;
+//   hierarchical  reduce-scatter inside a node, all-reduce of each part across nodes among the ranks of the same
+//                 local rank, all-gather inside the node.
+// A sharded reducer (shard_optimizer, ZeRO-1) reduce-scatters instead: after finish only this rank's part of the
+// buffer (parts(), cut at chunk boundaries) holds the sum; the optimizer updates that part, completing its per-tensor
+// norms with sum(), and gather() hands every rank's updated part to every rank.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "backends/backend.h"
 #include "dist/context.h"
 
 namespace bertperf {
 
+enum class ReduceAlgorithm : uint8_t { ALLREDUCE, BUCKETED, HIERARCHICAL };
+const char* reduce_algorithm_name(ReduceAlgorithm algorithm);
+// dtype_size and dtype_name without linking a backend (this layer links none).
+size_t element_bytes(DType type);
+const char* element_name(DType type);
+
+struct ReductionOptions {
+  ReduceAlgorithm algorithm = ReduceAlgorithm::ALLREDUCE;
+  double bucket_mb = 25;         // bucketed: bucket size in MiB of gradient memory
+  bool shard_optimizer = false;  // ZeRO-1: reduce-scatter, a sharded LAMB update, all-gather of the parameters
+  bool thread = true;            // bucketed over MPI: a communication thread where MPI's thread support allows it;
+                                 // false: MPI_Iallreduce polled at every ready() (not a config field)
+};
+
+// An element range [begin, end) of the flat buffers.
+struct FlatRange {
+  size_t begin = 0, end = 0;
+  size_t size() const { return end - begin; }
+};
+
+// `ranks` consecutive parts of [0, elements) that together cover it, cut only at `cuts` (sorted element offsets,
+// the optimizer's chunk starts), each as near elements / ranks as the cuts allow. A part may be empty.
+std::vector<FlatRange> split_flat(size_t elements, const std::vector<int64_t>& cuts, int ranks);
+
 class GradReducer {
  public:
   virtual ~GradReducer() = default;
   // Elements [begin, end) of `grads` (F) are final on this rank for this step.
   virtual void ready(void* grads, size_t begin, size_t end) {}
-  // grads[0, count) = the sum over ranks, on every rank.
+  // grads[0, count) = the sum over ranks, on every rank (sharded: only grads[part()] holds the sum).
   virtual void finish(void* grads, size_t count) = 0;
   // values[0, count) (f64 in backend memory) = the sum over ranks: partial norms of a sharded update.
   virtual void sum(double* values, size_t count) = 0;
+  // Sharded reducers: every rank's part, in rank order (empty for the others).
+  virtual const std::vector<FlatRange>& parts() const {
+    static const std::vector<FlatRange> none;
+    return none;
+  }
+  bool sharded() const { return !parts().empty(); }
+  // This rank's part (everything when not sharded).
+  virtual FlatRange part(size_t elements) const { return {0, elements}; }
+  // Sharded reducers: data[part of rank r] from rank r, on every rank, for a flat buffer of `type`.
+  virtual void gather(void* data, DType type) {}
+  // One line for logs: the algorithm, buckets, thread or polling, parts.
+  virtual std::string describe() const = 0;
 };
 
-// The reducer for a job: the identity for one rank; for several, an MPI all-reduce of the whole buffer at finish
-// where the backend's memory is host memory (the CPU backends), in its master dtype. Device memory needs the NCCL
-// reducer (not built yet): an InternalError says so.
+// The reducer for a job of a flat buffer of `elements` (F), whose sharded update may be cut at `cuts`: the identity
+// for one rank; for several, MPI over host memory (the CPU backends) in the master dtype, or NCCL over device
+// memory where NCCL is built (InternalError where it is not).
+std::unique_ptr<GradReducer> make_grad_reducer(Backend& backend, DistContext& dist, const ReductionOptions& options,
+                                               size_t elements, const std::vector<int64_t>& cuts);
+// The plain all-reduce, for callers without a layout (the step benchmark, tools).
 std::unique_ptr<GradReducer> make_grad_reducer(Backend& backend, DistContext& dist);
 // The MPI reducer over host memory of `type` (F32 or F64; InternalError otherwise), for backends whose ops have
 // finished writing that memory when they return (the CPU's run synchronously).
-std::unique_ptr<GradReducer> make_mpi_reducer(DistContext& dist, DType type);
+std::unique_ptr<GradReducer> make_mpi_reducer(DistContext& dist, DType type, const ReductionOptions& options = {},
+                                              size_t elements = 0, const std::vector<int64_t>& cuts = {});
+// The NCCL reducer over device memory of `type` (F32 or BF16) on CUDA device `device` (-1: the current one),
+// bucketed (for a buffer of `elements`) on its own CUDA stream, with the communicator's unique id broadcast over MPI.
+// `compute_stream` (Backend::native_stream) is the stream the gradients are written on. InternalError where NCCL
+// is not built (nccl_built()).
+std::unique_ptr<GradReducer> make_nccl_reducer(DistContext& dist, DType type, const ReductionOptions& options,
+                                               int device, size_t elements, void* compute_stream = nullptr);
+bool nccl_built();
 
 }  // namespace bertperf

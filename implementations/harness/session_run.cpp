@@ -10,11 +10,12 @@ class SessionRun final : public TrainingRun {
  public:
   SessionRun(const TrainConfig& config, uint64_t seed, DistContext& dist) : session_(config, seed, dist) {}
   std::vector<std::string> tensor_names() const override { return session_.tensor_names(); }
-  TrainProgress train_until(int64_t target_samples,
-                            const std::function<void(const TrainProgress&)>& on_step) override {
-    return session_.train_until(target_samples, on_step);
+  TrainProgress train_until(int64_t target_samples, const std::function<void(const TrainProgress&)>& on_step,
+                            int64_t max_steps) override {
+    return session_.train_until(target_samples, on_step, max_steps);
   }
   EvalResult evaluate() override { return session_.evaluate(); }
+  int64_t eval_sequences() const override { return session_.eval_sequences(); }
 
  private:
   TrainSession session_;

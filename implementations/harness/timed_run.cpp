@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <limits>
 
 #include "core/errors.h"
 
@@ -114,6 +115,27 @@ void log_hyperparameters(mllog::Logger& log, const TrainConfig& c) {
 
 }  // namespace
 
+void log_run_aborted(mllog::Logger& log, const TrainConfig& config, const TimedRunState& state) {
+  if (state.started) {
+    const int64_t samples = state.samples, evaluated = state.evaluated;
+    log.end("block_stop", nullptr, {{"first_epoch_num", 1}});
+    log.end("epoch_stop", nullptr, {{"epoch_num", samples}});
+    log.event("train_samples", samples);
+    log.event("eval_samples", evaluated > 0 ? evaluated : config.eval_samples);
+  }
+  log.end("run_stop", nullptr, {{"status", "aborted"}});
+}
+
+void log_run_header(mllog::Logger& log, const TrainConfig& config, const SystemDescription& system, uint64_t seed) {
+  log.event("submission_benchmark", config.submission_benchmark);
+  log.event("submission_org", system.submitter);
+  log.event("submission_division", config.division.empty() ? system.division : config.division);
+  log.event("submission_status", system.log_status());
+  log.event("submission_platform", system.system_name);
+  log.event("seed", seed);
+  log_hyperparameters(log, config);
+}
+
 TimedRunResult timed_run(const TrainConfig& config, const SystemDescription& system, mllog::Logger& log,
                          const TimedRunOptions& options, DistContext& world, const TrainingRunFactory& make_run) {
   BERT_CHECK(world.size() == config.ranks || world.size() == 1, "launched with ", world.size(),
@@ -123,20 +145,18 @@ TimedRunResult timed_run(const TrainConfig& config, const SystemDescription& sys
   evict_data_from_page_cache(config);
   log.event("cache_clear", true);
   log.start("init_start");
-  log.event("submission_benchmark", config.submission_benchmark);
-  log.event("submission_org", system.submitter);
-  log.event("submission_division", config.division.empty() ? system.division : config.division);
-  log.event("submission_status", system.log_status());
-  log.event("submission_platform", system.system_name);
-
   // Every rank trains with rank 0's seed (allowed: one seed per run, shared across processes).
   uint64_t seed = options.seed ? *options.seed : fresh_seed();
   world.broadcast(seed);
   result.seed = seed;
-  log.event("seed", seed);
-  log_hyperparameters(log, config);
+  log_run_header(log, config, system, seed);
 
   std::unique_ptr<TrainingRun> run = make_run(config, seed);
+  // A result claims the benchmark's eval set: a smaller one is refused before the clock starts.
+  const int64_t eval_sequences = run->eval_sequences();
+  if (eval_sequences < config.eval_samples)
+    throw_input(config.eval_file, cat("the eval file holds ", eval_sequences, " sequences; benchmark '",
+                                      config.benchmark, "' evaluates on ", config.eval_samples));
   for (const auto& name : run->tensor_names()) log.event("weights_initialization", nullptr, {{"tensor", name}});
   world.barrier();
   log.end("init_stop");
@@ -144,6 +164,7 @@ TimedRunResult timed_run(const TrainConfig& config, const SystemDescription& sys
   // ---- timed region ----
   result.run_start_ms = mllog::now_ms();
   log.start("run_start");
+  if (options.state) options.state->started = true;
   // BERT has no epochs; as NVIDIA's logs, one epoch and one block span the run, and epoch_stop
   // carries the samples trained (BERT's "epoch" unit).
   log.start("epoch_start", nullptr, {{"epoch_num", 0}});
@@ -155,33 +176,40 @@ TimedRunResult timed_run(const TrainConfig& config, const SystemDescription& sys
   auto interval_start = Clock::now();
   int64_t interval_start_samples = 0;
   auto on_step = [&](const TrainProgress& p) {
+    if (options.state) options.state->samples = p.samples_trained;
     const double rate = double(p.samples_trained - interval_start_samples) / std::max(1e-9, seconds_since(interval_start));
     progress.update(p, last_accuracy, rate);
   };
 
+  const int64_t max_steps = config.max_steps > 0 ? config.max_steps : std::numeric_limits<int64_t>::max();
   int64_t samples = 0;
   int64_t evaluated = 0;  // sequences in the last evaluation, all ranks
   for (int64_t k = 1;; ++k) {
     const int64_t target = std::min(eval_point_samples(k, config.eval_interval_samples, gbs), config.max_samples);
-    const TrainProgress p = run->train_until(target, on_step);
+    const TrainProgress p = run->train_until(target, on_step, max_steps);
     samples = p.samples_trained;
-    if (p.non_finite_loss || !std::isfinite(p.last_loss)) {
-      result.abort_reason = cat("non-finite training loss at ", samples, " samples");
-      break;
-    }
+    // A diverged run is still evaluated where it stopped and logs its eval_accuracy, so its log
+    // fails the checkers on convergence only, as a real diverged MLPerf run's does.
+    const bool diverged = p.non_finite_loss || !std::isfinite(p.last_loss);
     const double train_seconds = seconds_since(interval_start);
     const double throughput = double(samples - interval_start_samples) / std::max(1e-9, train_seconds);
-    log.event("tracked_stats", {{"throughput", throughput}}, {{"epoch_num", samples}});
+    if (diverged) {
+      result.abort_reason = cat("non-finite training loss at ", samples, " samples");
+    } else {
+      log.event("tracked_stats", {{"throughput", throughput}}, {{"epoch_num", samples}});
+    }
     log.start("eval_start", samples, {{"epoch_num", samples}});
     const EvalResult eval = run->evaluate();
     log.end("eval_stop", samples, {{"epoch_num", samples}});
     ++result.evaluations;
     evaluated = eval.samples;
+    if (options.state) options.state->evaluated = evaluated;
+    log.event("eval_accuracy", eval.mlm_accuracy, {{"epoch_num", samples}});
+    if (diverged) break;
     if (!std::isfinite(eval.mlm_accuracy)) {
       result.abort_reason = cat("non-finite eval accuracy at ", samples, " samples");
       break;
     }
-    log.event("eval_accuracy", eval.mlm_accuracy, {{"epoch_num", samples}});
     last_accuracy = eval.mlm_accuracy;
     result.best_accuracy = std::max(result.best_accuracy, eval.mlm_accuracy);
     progress.update(p, last_accuracy, throughput, /*force=*/true);
@@ -189,9 +217,12 @@ TimedRunResult timed_run(const TrainConfig& config, const SystemDescription& sys
       result.success = true;
       break;
     }
-    if (samples >= config.max_samples) {
-      result.abort_reason = cat("target accuracy ", config.target_accuracy, " not reached within max_samples ",
-                                config.max_samples, " (best ", result.best_accuracy, ")");
+    if (samples >= config.max_samples || p.optimizer_steps >= max_steps) {
+      result.abort_reason = samples >= config.max_samples
+                                ? cat("target accuracy ", config.target_accuracy, " not reached within max_samples ",
+                                      config.max_samples, " (best ", result.best_accuracy, ")")
+                                : cat("target accuracy ", config.target_accuracy, " not reached within ", max_steps,
+                                      " optimizer steps (train_steps; best ", result.best_accuracy, ")");
       break;
     }
     interval_start = Clock::now();

@@ -10,6 +10,7 @@
 #include <filesystem>
 
 #include "core/json_fields.h"
+#include "data/reader.h"
 
 namespace bertperf {
 
@@ -213,6 +214,24 @@ TrainConfig load_train_config(const std::string& path, bool check_data) {
     const std::string where = path + ": distributed";
     JsonFields d(f.raw("distributed"), where);
     const std::string clip = d.optional<std::string>("clip", "per_micro_batch");
+    c.balanced_batches = d.optional<bool>("balanced_batches", false);
+    if (d.has("reduction")) {
+      const std::string rwhere = where + ": reduction";
+      JsonFields r(d.raw("reduction"), rwhere);
+      const std::string algorithm = r.optional<std::string>("algorithm", "allreduce");
+      c.reduction.bucket_mb = r.optional<double>("bucket_mb", 25.0);
+      c.reduction.shard_optimizer = r.optional<bool>("shard_optimizer", false);
+      r.reject_unknown();
+      require(algorithm == "allreduce" || algorithm == "bucketed" || algorithm == "hierarchical", rwhere,
+              "field 'algorithm' must be \"allreduce\", \"bucketed\" or \"hierarchical\", got \"" + algorithm + "\"");
+      c.reduction.algorithm = algorithm == "bucketed"       ? ReduceAlgorithm::BUCKETED
+                              : algorithm == "hierarchical" ? ReduceAlgorithm::HIERARCHICAL
+                                                            : ReduceAlgorithm::ALLREDUCE;
+      require(c.reduction.bucket_mb > 0 && c.reduction.bucket_mb <= 4096, rwhere,
+              cat("field 'bucket_mb' must be in (0, 4096], got ", c.reduction.bucket_mb));
+      require(!c.reduction.shard_optimizer || c.reduction.algorithm == ReduceAlgorithm::ALLREDUCE, rwhere,
+              "field 'shard_optimizer' reduce-scatters the whole buffer: use it with \"algorithm\": \"allreduce\"");
+    }
     d.reject_unknown();
     require(clip == "per_micro_batch" || clip == "after_reduction", where,
             "field 'clip' must be \"per_micro_batch\" or \"after_reduction\", got \"" + clip + "\"");
@@ -274,9 +293,11 @@ TrainConfig load_train_config(const std::string& path, bool check_data) {
   c.division = bench.division;
   const int64_t gbs = c.global_batch_size();
   c.eval_interval_samples = interval_override > 0 ? interval_override : bench.cadence.interval(gbs);
+  const int64_t sequences_per_row = c.packed ? ReaderOptions{}.max_sequences_per_row : 1;
   c.max_samples = max_override > 0                 ? max_override
                   : bench.max_samples > 0          ? bench.max_samples
-                                                   : c.lamb.train_steps * gbs;
+                                                   : c.lamb.train_steps * gbs * sequences_per_row;
+  if (max_override == 0 && bench.max_samples == 0) c.max_steps = c.lamb.train_steps;
   require(c.max_samples >= gbs, path, cat("max_samples ", c.max_samples, " is less than one global batch (", gbs, ")"));
   return c;
 }

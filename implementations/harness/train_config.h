@@ -17,7 +17,13 @@
 //                  "device": int (optional, CUDA device, -1 = the local rank's),
 //                  "cuda_graph": bool (optional, default true: replay the step as a captured CUDA graph) }
 //                (optional: cpu, all threads),
-//     "distributed": { "clip": "per_micro_batch" (the reference's, default) | "after_reduction" } (optional),
+//     "distributed": { "clip": "per_micro_batch" (the reference's, default) | "after_reduction",
+//                      "balanced_batches": bool (optional, default false: each rank reads its own shards; true:
+//                      every step's global batch is dealt out by real tokens, data/reader.h),
+//                      "reduction": { "algorithm": "allreduce" (default) | "bucketed" | "hierarchical",
+//                                     "bucket_mb": number (optional, bucketed: MiB per bucket, default 25),
+//                                     "shard_optimizer": bool (optional, ZeRO-1 LAMB; with "allreduce" only) }
+//                                   (optional; dist/reducer.h) } (optional),
 //     "lamb": { "learning_rate", "beta1", "beta2", "epsilon", "weight_decay", "max_grad_norm",
 //               "train_steps", "warmup_steps", "start_warmup_step", "poly_power" },
 //     "eval": { "batch_size": int, "interval_samples": int (optional) },
@@ -34,6 +40,7 @@
 #include <vector>
 
 #include "backends/backend.h"
+#include "dist/reducer.h"
 #include "model/bert_config.h"
 #include "optim/hyperparams.h"
 
@@ -59,6 +66,8 @@ struct TrainConfig {
   int ranks = 1;
   BackendOptions backend;             // where the model runs
   bool clip_after_reduction = false;  // clip the reduced gradient, not each micro-batch's (harness/train_step.h)
+  bool balanced_batches = false;      // deal each global batch out by real tokens (ReaderOptions::balance)
+  ReductionOptions reduction;         // how gradients are summed over ranks (dist/reducer.h)
   LambHyperparams lamb;
   // Eval and stopping. After loading, eval_interval_samples and max_samples are always resolved
   // (> 0): from the config, else the benchmark's cadence formula / the end of the LR schedule.
@@ -66,7 +75,11 @@ struct TrainConfig {
   int64_t eval_samples = 10000;
   int eval_batch_size = 16;
   double target_accuracy = 0.720;
-  int64_t max_samples = 0;  // abort when reached
+  int64_t max_samples = 0;  // abort when reached (sequences, in every layout)
+  // Abort after this many optimizer steps (0: no step limit). Without max_samples in the config or
+  // the benchmark, a run is the LR schedule's train_steps optimizer steps in every layout, and
+  // max_samples is the most sequences those steps can hold (a packed row holds several).
+  int64_t max_steps = 0;
   // From benchmark.json.
   std::string submission_benchmark = "bert";  // the MLPerf keyword logged and used as result folder
   int runs = 10;                              // runs per result set

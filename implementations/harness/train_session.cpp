@@ -3,7 +3,9 @@
 #include "harness/train_session.h"
 
 #include <cmath>
+#include <cstdio>
 
+#include "data/layouts.h"
 #include "data/reader.h"
 #include "dist/reducer.h"
 #include "harness/train_step.h"
@@ -51,9 +53,9 @@ struct TrainSession::Impl {
   ReaderOptions train_options, eval_options;
   BatchCapacity train_capacity, eval_capacity;
   ParamBuffers params;
+  std::unique_ptr<GradReducer> reducer;  // before lamb: a sharded reducer says which part LAMB keeps moments for
   Lamb lamb;
   BertModel model;
-  std::unique_ptr<GradReducer> reducer;
   TrainStep step;
   std::unique_ptr<PretrainingReader> train_reader;
   std::vector<Batch> micro;                // this step's micro-batches
@@ -67,6 +69,7 @@ struct TrainSession::Impl {
   bool eval_loaded = false;
   std::unique_ptr<BatchStage> eval_stage;
   TrainProgress progress;
+  int64_t eval_sequences = 0;
 
   Impl(const TrainConfig& c, uint64_t run_seed, DistContext& d)
       : config(c),
@@ -79,9 +82,10 @@ struct TrainSession::Impl {
         train_capacity(capacity_of(train_options, c.packed)),
         eval_capacity(capacity_of(eval_options, false)),
         params(*backend, table),
-        lamb(*backend, table, c.lamb),
+        reducer(make_grad_reducer(*backend, d, c.reduction, table.total_elements(), FlatChunks::starts(table))),
+        lamb(*backend, table, c.lamb, reducer->part(table.total_elements()).begin,
+             reducer->part(table.total_elements()).end),
         model(*backend, c.model, table, largest(train_capacity, eval_capacity)),
-        reducer(make_grad_reducer(*backend, d)),
         step(*backend, model, params, lamb, *reducer,
              {.micro_batches = c.grad_accum_steps, .ranks = d.size(), .rank = d.rank(), .seed = seed,
               .clip = c.clip_after_reduction ? ClipMode::AFTER_REDUCTION : ClipMode::PER_MICRO_BATCH,
@@ -100,6 +104,9 @@ struct TrainSession::Impl {
       ahead.resize(micro.size());
       for (const Batch& b : ahead) ahead_ptrs.push_back(&b);
     }
+    // An empty eval set would report accuracy 0 over sequences never evaluated.
+    eval_sequences = count_shard(c.eval_file).sequences;
+    if (eval_sequences == 0) throw_input(c.eval_file, "the eval file holds no sequences");
   }
 
   // One seed for the whole job, whatever each rank was handed; checked before anything is built from it.
@@ -121,6 +128,8 @@ struct TrainSession::Impl {
     o.seed = seed;
     o.batch_rows = c.local_batch_size;
     o.pack = c.packed;
+    o.balance = c.balanced_batches;
+    o.micro_batches = c.grad_accum_steps;
     return o;
   }
   static ReaderOptions eval_reader_options(const TrainConfig& c, const DistContext& d) {
@@ -215,8 +224,18 @@ TrainProgress TrainSession::train_until(int64_t target_samples,
 }
 
 EvalResult TrainSession::evaluate() { return impl_->evaluate(); }
+int64_t TrainSession::eval_sequences() const { return impl_->eval_sequences; }
 const TrainProgress& TrainSession::progress() const { return impl_->progress; }
 std::string TrainSession::backend_description() const { return impl_->backend->describe(); }
+
+std::string TrainSession::reduction_description() const {
+  const Impl& m = *impl_;
+  const size_t full = 2 * m.table.total_elements() * dtype_size(m.backend->master_dtype());
+  char line[128];
+  std::snprintf(line, sizeof line, "; LAMB state %.2f MiB on this rank (%.2f MiB unsharded)",
+                static_cast<double>(m.lamb.state_bytes()) / 1048576.0, static_cast<double>(full) / 1048576.0);
+  return m.reducer->describe() + line;
+}
 
 std::vector<std::string> TrainSession::tensor_names() const {
   std::vector<std::string> names;

@@ -42,6 +42,8 @@ class TrainSession {
   TrainProgress train_until(int64_t target_samples, const std::function<void(const TrainProgress&)>& on_step = {},
                             int64_t max_steps = std::numeric_limits<int64_t>::max());
   EvalResult evaluate();
+  // Sequences in the eval file (all ranks' shares), counted at construction; an empty file is refused there.
+  int64_t eval_sequences() const;
   const TrainProgress& progress() const;
   // Names of the parameter tensors, for weights_initialization lines.
   std::vector<std::string> tensor_names() const;
@@ -49,6 +51,8 @@ class TrainSession {
   void save_checkpoint(const std::string& path) const;
   // The backend's one-line description.
   std::string backend_description() const;
+  // The gradient reducer's one-line description and the optimizer-state memory on this rank.
+  std::string reduction_description() const;
 
  private:
   struct Impl;

@@ -22,6 +22,17 @@ TrainStep::TrainStep(Backend& backend, BertModel& model, ParamBuffers& params, L
   on_ready_ = [this](size_t begin, size_t end) { reducer_.ready(params_.grads(), begin, end); };
   for (auto& v : staged_) v.reserve(options.micro_batches);  // so that no step allocates
   can_capture_ = options.capture && backend.static_shapes() && options.ranks == 1;
+  // A sharded reducer: this rank clips and updates the chunks of its part of the buffer.
+  const FlatRange part = reducer.part(params.elements());
+  const std::vector<int64_t>& begins = lamb.chunks().begins();
+  for (int c = 0; c < static_cast<int>(begins.size()); ++c) {
+    const auto at = static_cast<size_t>(begins[c]);
+    if (at < part.begin || at >= part.end) continue;
+    if (part_chunks_ == 0) first_part_chunk_ = c;
+    ++part_chunks_;
+  }
+  BERT_CHECK(!reducer.sharded() || lamb.partial() || reducer.parts().size() == 1,
+             "a sharded reducer needs a LAMB built for this rank's part");
 }
 
 TrainStep::~TrainStep() = default;
@@ -130,9 +141,25 @@ void TrainStep::issue(int set) {
                       m + 1 == n ? on_ready_ : no_hook);
     }
     reducer_.finish(grads, params_.elements());
-    backend_.gradient_clip({.scalars = scalars, .partial = nullptr, .grads = grads, .chunks = all});
+    if (reducer_.sharded()) {
+      // Only this rank's part holds the sum: its share of the squared norm, summed over ranks, finishes the clip.
+      backend_.gradient_clip({.scalars = scalars, .partial = &scalars->grad_norm_sq, .grads = grads,
+                              .chunks = lamb_.chunks().range(first_part_chunk_, part_chunks_)});
+      reducer_.sum(&scalars->grad_norm_sq, 1);
+      backend_.gradient_clip_finish({.scalars = scalars});
+    } else {
+      backend_.gradient_clip({.scalars = scalars, .partial = nullptr, .grads = grads, .chunks = all});
+    }
   }
-  lamb_.update(params_.master(), params_.weight_copy(), update_grads, grad_scale, scalars, all);
+  const bool sharded = reducer_.sharded();
+  lamb_.update_part(params_.master(), params_.weight_copy(), update_grads, grad_scale, scalars,
+                    [&](double* norms, size_t count) {
+                      if (sharded) reducer_.sum(norms, count);
+                    });
+  if (sharded) {
+    reducer_.gather(params_.master(), backend_.master_dtype());
+    if (params_.weight_copy()) reducer_.gather(params_.weight_copy(), backend_.weight_dtype());
+  }
 }
 
 }  // namespace bertperf

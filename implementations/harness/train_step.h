@@ -96,6 +96,7 @@ class TrainStep {
   DeviceBuffer host_scalars_;   // ops::StepScalars, PINNED
   DeviceBuffer accumulator_;    // flat F, only with PER_MICRO_BATCH and micro_batches x ranks > 1
   GradientsReady on_ready_;
+  int first_part_chunk_ = 0, part_chunks_ = 0;  // this rank's chunks of a sharded update
 };
 
 }  // namespace bertperf

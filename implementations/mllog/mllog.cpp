@@ -1,6 +1,8 @@
 // :::MLLOG line formatting and the rank-0 logger (mllog.h).
 #include "mllog/mllog.h"
 
+#include <unistd.h>
+
 #include <charconv>
 #include <chrono>
 #include <cmath>
@@ -232,7 +234,11 @@ Logger::Logger() : Logger(Options{}) {}
 
 Logger::Logger(const Options& options) { configure(options); }
 
-Logger::~Logger() { close_file(); }
+Logger::~Logger() {
+  std::lock_guard lock(mutex_);
+  if (file_) std::fclose(file_);  // an unfinished log: nothing more to check
+  file_ = nullptr;
+}
 
 void Logger::configure(const Options& options) {
   std::lock_guard lock(mutex_);
@@ -241,6 +247,7 @@ void Logger::configure(const Options& options) {
   to_stdout_ = options.to_stdout;
   name_space_ = options.name_space;
   rank_ = options.rank ? *options.rank : rank_from_environment();
+  file_path_ = options.file_label.empty() ? options.file : options.file_label;
   if (rank_ == 0 && !options.file.empty()) {
     file_ = std::fopen(options.file.c_str(), "a");
     if (!file_) throw_input(options.file, cat("cannot open log file for writing: ", std::strerror(errno)));
@@ -249,8 +256,14 @@ void Logger::configure(const Options& options) {
 
 void Logger::close_file() {
   std::lock_guard lock(mutex_);
-  if (file_) std::fclose(file_);
+  if (!file_) return;
+  std::FILE* f = file_;
   file_ = nullptr;
+  // The data must be on disk before a caller renames the file into place as a finished result.
+  const bool flushed = std::fflush(f) == 0 && ::fsync(::fileno(f)) == 0;
+  const int err = errno;
+  if (std::fclose(f) != 0 || !flushed)
+    throw_input(file_path_, cat("cannot write the log file: ", std::strerror(flushed ? errno : err)));
 }
 
 void Logger::start(const std::string& key, const Value& value, const Value& metadata, std::source_location where) {
@@ -290,8 +303,10 @@ void Logger::log(const Event& event) {
     std::fflush(stdout);
   }
   if (file_) {
-    std::fwrite(line.data(), 1, line.size(), file_);
-    std::fflush(file_);
+    // A line that does not reach the file (disk full, file size limit) ends the run: a log with a
+    // hole in it is not a result.
+    if (std::fwrite(line.data(), 1, line.size(), file_) != line.size() || std::fflush(file_) != 0)
+      throw_input(file_path_, cat("cannot write the log file: ", std::strerror(errno)));
   }
 }
 

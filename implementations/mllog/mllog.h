@@ -63,6 +63,8 @@ class Logger {
     std::string file;         // also append lines here (empty: none)
     std::string name_space;   // default namespace, "" as the official library
     std::optional<int> rank;  // default: rank_from_environment()
+    std::string file_label;   // how error messages name the file (default: `file`), e.g. the
+                              // final name of a log written to a temporary file
   };
 
   Logger();
@@ -73,7 +75,8 @@ class Logger {
 
   // Re-targets the logger; closes any previous file.
   void configure(const Options& options);
-  // Flushes and closes the file sink (e.g. before renaming it into place).
+  // Flushes, syncs to disk and closes the file sink (e.g. before renaming it into place); an
+  // InputError naming the file when any of it fails. Every line is also checked as it is written.
   void close_file();
   bool enabled() const { return rank_ == 0; }
 
@@ -93,6 +96,7 @@ class Logger {
   std::mutex mutex_;
   bool to_stdout_ = true;
   std::FILE* file_ = nullptr;
+  std::string file_path_;
   std::string name_space_;
   int rank_ = 0;
 };

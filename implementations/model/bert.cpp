@@ -246,7 +246,7 @@ void BertModel::forward(const DeviceBatch& batch, const void* weights, bool trai
                      .bias = w(o.mlm_transform_bias), .N = M, .I = H, .O = H, .act = Activation::GELU});
   be.residual_layernorm_forward({.out = a.trans_ln, .sum = nullptr, .mean = a.trans_mean, .rstd = a.trans_rstd,
                                  .inp = a.trans_gelu, .bias = nullptr, .residual = nullptr,
-                                 .gamma = w(o.mlm_ln_gamma), .beta = w(o.mlm_ln_beta), .N = M, .C = H});
+                                 .gamma = w(o.mlm_ln_gamma), .beta = w(o.mlm_ln_beta), .N = M, .C = H, .dropout = {}});
   const int Vp = padded_vocab(V);
   be.linear_forward({.out = a.mlm_logits, .pre = nullptr, .inp = a.trans_ln, .weight = w(o.word_emb),
                      .bias = w(o.mlm_output_bias), .N = M, .I = H, .O = V, .ldo = Vp,
@@ -284,7 +284,7 @@ void BertModel::backward(const DeviceBatch& batch, const void* weights, void* gr
   be.residual_layernorm_backward({.dinp = a.d_head_b, .dresidual = nullptr, .dbias = nullptr,
                                   .dgamma = g(o.mlm_ln_gamma), .dbeta = g(o.mlm_ln_beta), .dout = a.d_head_a,
                                   .sum = a.trans_gelu, .mean = a.trans_mean, .rstd = a.trans_rstd,
-                                  .gamma = w(o.mlm_ln_gamma), .N = M, .C = H});
+                                  .gamma = w(o.mlm_ln_gamma), .N = M, .C = H, .dropout = {}});
   be.activation_backward({.dinp = a.d_head_a, .dout = a.d_head_b, .saved = a.trans_pre, .n = size_t(M) * H,
                           .act = Activation::GELU});
   be.linear_backward({.dinp = a.d_head_b, .dweight = g(o.mlm_transform_kernel), .dbias = g(o.mlm_transform_bias),

@@ -1,6 +1,7 @@
 // LAMB over flat buffers through backend ops (lamb.h).
 #include "optim/lamb.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/errors.h"
@@ -8,19 +9,31 @@
 
 namespace bertperf {
 
-FlatChunks::FlatChunks(Backend& backend, const TensorTable& table) {
+std::vector<int64_t> FlatChunks::starts(const TensorTable& table) {
+  std::vector<int64_t> begins;
+  for (size_t t = 0; t < table.size(); ++t)
+    for (size_t b = 0; b < table[t].numel; b += kChunkElements) begins.push_back(static_cast<int64_t>(table[t].offset + b));
+  return begins;
+}
+
+FlatChunks::FlatChunks(Backend& backend, const TensorTable& table, size_t part_begin, size_t part_end) {
   std::vector<int32_t> tensor;
   std::vector<int64_t> end;
+  const auto base_offset = static_cast<int64_t>(part_begin);
   for (size_t t = 0; t < table.size(); ++t)
     for (size_t b = 0; b < table[t].numel; b += kChunkElements) {
+      const size_t at = table[t].offset + b, stop = table[t].offset + std::min(b + kChunkElements, table[t].numel);
+      BERT_CHECK((at >= part_begin || stop <= part_begin) && (at >= part_end || stop <= part_end),
+                 "a part [", part_begin, ", ", part_end, ") of the flat buffer cuts the chunk [", at, ", ", stop, ")");
+      if (at < part_begin || at >= part_end) continue;
       tensor.push_back(static_cast<int32_t>(t));
-      begin_.push_back(static_cast<int64_t>(table[t].offset + b));
-      end.push_back(static_cast<int64_t>(table[t].offset + std::min(b + kChunkElements, table[t].numel)));
+      begin_.push_back(static_cast<int64_t>(at) - base_offset);
+      end.push_back(static_cast<int64_t>(stop) - base_offset);
     }
   count_ = static_cast<int>(tensor.size());
   const size_t n = tensor.size();
   const size_t tensor_bytes = align_up(n * sizeof(int32_t)), range_bytes = align_up(n * sizeof(int64_t));
-  memory_ = DeviceBuffer(backend, tensor_bytes + 2 * range_bytes);
+  memory_ = DeviceBuffer(backend, std::max<size_t>(1, tensor_bytes + 2 * range_bytes));
   auto* base = static_cast<unsigned char*>(memory_.data());
   backend.upload(base, tensor.data(), n * sizeof(int32_t));
   backend.upload(base + tensor_bytes, begin_.data(), n * sizeof(int64_t));
@@ -37,13 +50,23 @@ ops::Chunks FlatChunks::range(int first, int count) const {
   return {tensor_, begin_device_, end_device_, first, count};
 }
 
-Lamb::Lamb(Backend& backend, const TensorTable& table, const LambHyperparams& hp)
-    : backend_(backend), hp_(hp), tensors_(table.size()), chunks_(backend, table) {
+Lamb::Lamb(Backend& backend, const TensorTable& table, const LambHyperparams& hp, size_t part_begin,
+           size_t part_end)
+    : backend_(backend),
+      hp_(hp),
+      tensors_(table.size()),
+      total_(table.total_elements()),
+      part_begin_(std::min(part_begin, total_)),
+      part_end_(std::min(part_end, total_)),
+      chunks_(backend, table),
+      part_chunks_(backend, table, part_begin_, part_end_) {
+  BERT_CHECK(part_begin_ <= part_end_, "LAMB part [", part_begin, ", ", part_end, ") is empty or reversed");
   BERT_CHECK(hp.beta1 >= 0 && hp.beta1 < 1 && hp.beta2 >= 0 && hp.beta2 < 1, "LAMB betas must be in [0, 1), got ",
              hp.beta1, " and ", hp.beta2);
   BERT_CHECK(hp.epsilon > 0, "LAMB epsilon must be positive, got ", hp.epsilon);
   BERT_CHECK(hp.max_grad_norm > 0, "max_grad_norm must be positive, got ", hp.max_grad_norm);
-  const size_t bytes = table.total_elements() * dtype_size(backend.master_dtype());
+  // A part's moments are indexed from the part's start (its chunks' offsets are); at least one element each.
+  const size_t bytes = std::max<size_t>(1, part_end_ - part_begin_) * dtype_size(backend.master_dtype());
   m_ = DeviceBuffer(backend, bytes);
   v_ = DeviceBuffer(backend, bytes);
   norms_ = DeviceBuffer(backend, 2 * tensors_ * sizeof(double));

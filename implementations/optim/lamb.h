@@ -20,17 +20,20 @@
 namespace bertperf {
 
 // The chunk list of a flat buffer (ops::Chunks) in backend memory: every tensor cut into slices of at most
-// kChunkElements, in table order. Built once per table.
+// kChunkElements, in table order. Built once per table. Built for a part [part_begin, part_end) of the buffer, it
+// holds the chunks that start inside the part, with offsets from part_begin (a sharded update's own chunks).
 class FlatChunks {
  public:
   static constexpr size_t kChunkElements = size_t{1} << 15;
 
-  FlatChunks(Backend& backend, const TensorTable& table);
+  FlatChunks(Backend& backend, const TensorTable& table, size_t part_begin = 0, size_t part_end = SIZE_MAX);
   ops::Chunks all() const { return range(0, count_); }
   ops::Chunks range(int first, int count) const;
   int count() const { return count_; }
   // The host copy, for finding a shard's chunk range.
   const std::vector<int64_t>& begins() const { return begin_; }
+  // Where every chunk of the whole table starts: the cuts a sharded update may split the buffer at.
+  static std::vector<int64_t> starts(const TensorTable& table);
 
  private:
   int count_ = 0;
@@ -45,7 +48,10 @@ class Lamb {
  public:
   // Moments start at zero, as when the reference starts from the phase-1 checkpoint (optimizer slots are never
   // restored). The table's lamb_excluded flags choose which tensors skip weight decay and the trust ratio.
-  Lamb(Backend& backend, const TensorTable& table, const LambHyperparams& hp);
+  // Built for a part [part_begin, part_end) of the flat buffers (a sharded update, ZeRO-1), it keeps moments for
+  // that part only and update_part() updates only that part.
+  Lamb(Backend& backend, const TensorTable& table, const LambHyperparams& hp, size_t part_begin = 0,
+       size_t part_end = SIZE_MAX);
 
   // The host-written scalars of the update after `updates_done` updates: its learning rate (optim/lr_schedule.h at
   // updates_done), its bias corrections (t = updates_done + 1) and the clip threshold.
@@ -66,6 +72,22 @@ class Lamb {
     update(master, weights, grads, grad_scale, scalars, chunks, [](double*, size_t) {});
   }
 
+  // The update of this Lamb's part of the full flat buffers `master`, `weights` (or null) and `grads` (all of them
+  // unless built for a part), with `sum_norms` as in update(): it completes the part's per-tensor sums over ranks.
+  template <typename SumNorms>
+  void update_part(void* master, void* weights, const void* grads, const float* grad_scale,
+                   ops::StepScalars* scalars, SumNorms&& sum_norms) {
+    const size_t f = part_begin_ * dtype_size(backend_.master_dtype());
+    const size_t w = part_begin_ * dtype_size(backend_.weight_dtype());
+    auto* m = static_cast<unsigned char*>(master) + f;
+    moments(m, static_cast<const unsigned char*>(grads) + f, grad_scale, scalars, part_chunks_.all());
+    sum_norms(norms(), 2 * tensors_);
+    apply(m, weights ? static_cast<unsigned char*>(weights) + w : nullptr, scalars, part_chunks_.all());
+  }
+  // Bytes of optimizer state (the two moments) this Lamb holds.
+  size_t state_bytes() const { return m_.bytes() + v_.bytes(); }
+  bool partial() const { return part_begin_ != 0 || part_end_ != total_; }
+
   // The stages, for callers that interleave communication differently.
   void moments(const void* master, const void* grads, const float* grad_scale, const ops::StepScalars* scalars,
                ops::Chunks chunks);
@@ -81,7 +103,8 @@ class Lamb {
   Backend& backend_;
   LambHyperparams hp_;
   size_t tensors_;
-  FlatChunks chunks_;
+  size_t total_, part_begin_, part_end_;
+  FlatChunks chunks_, part_chunks_;
   DeviceBuffer m_, v_, norms_, excluded_;
 };
 

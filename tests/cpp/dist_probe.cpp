@@ -3,7 +3,19 @@
 //   dist_probe check   every rank prints what it is and checks all-reduce, broadcast and the MPI gradient reducer
 //                      against sums computed here; a wrong result throws, which ends the job non-zero
 //   dist_probe fail    the last rank throws a bad-input error while the others wait in a barrier
+//   dist_probe throw   the last rank throws a plain exception while the others wait in all-reduces
+//   dist_probe train   every rank sums in all-reduces until killed (a test kills one of them)
+//   dist_probe reducers  every reducer (all-reduce, bucketed on a thread and polled, hierarchical, sharded) against
+//                      the fp64 sum of every rank's contribution (each rank computes them all) and, where the
+//                      summation order is the same (two ranks), bit for bit against the plain all-reduce
+// Rank 0 prints "peer failure: LINE" when its watcher hears of another rank's failure.
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
 #include <cstring>
+#include <stdexcept>
 #include <iostream>
 #include <memory>
 #include <vector>
@@ -70,11 +82,136 @@ int check(DistContext& dist) {
   return 0;
 }
 
+// A non-integral value per (rank, element), so sums round.
+float value(int rank, size_t i) {
+  const uint32_t h = static_cast<uint32_t>(i * 2654435761u) ^ static_cast<uint32_t>((rank + 1) * 40503u * 97u);
+  return (static_cast<float>(h % 20001u) - 10000.0f) / 997.0f * static_cast<float>(1 + i % 7);
+}
+
+std::vector<float> values_of(int rank, size_t n) {
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = value(rank, i);
+  return v;
+}
+
+// got[range] within fp32 rounding of the fp64 sum over ranks.
+void expect_near_sum(const std::vector<float>& got, int ranks, FlatRange range, const std::string& what) {
+  for (size_t i = range.begin; i < range.end; ++i) {
+    double sum = 0, magnitude = 0;
+    for (int r = 0; r < ranks; ++r) {
+      sum += value(r, i);
+      magnitude += std::fabs(value(r, i));
+    }
+    if (std::fabs(got[i] - sum) > ranks * 1.2e-7 * magnitude + 1e-30)
+      throw InternalError(cat(what, ": element ", i, " is ", got[i], ", the sum is ", sum));
+  }
+}
+
+void expect_equal(const std::vector<float>& got, const std::vector<float>& want, FlatRange range,
+                  const std::string& what) {
+  for (size_t i = range.begin; i < range.end; ++i)
+    if (got[i] != want[i]) throw InternalError(cat(what, ": element ", i, " is ", got[i], ", all-reduce gave ", want[i]));
+}
+
+// What the backward does: ranges reported ready from the end of the buffer to its start, of uneven sizes, leaving a
+// hole that only finish() sends.
+void announce(GradReducer& reducer, std::vector<float>& g) {
+  const size_t n = g.size(), hole_begin = n / 3, hole_end = n / 3 + 1000;
+  auto report = [&](size_t begin, size_t end) {
+    if (begin < end) reducer.ready(g.data(), begin, end);
+  };
+  for (size_t end = n, step = 1; end > 0; ++step) {
+    const size_t size = 7919 * step % 20000 + 1, begin = end > size ? end - size : 0;
+    report(begin, std::min(end, hole_begin));
+    report(std::max(begin, hole_end), end);
+    end = begin;
+  }
+}
+
+int reducers(DistContext& dist) {
+  const int W = dist.size(), r = dist.rank();
+  const size_t n = 250007;
+  std::vector<int64_t> cuts;
+  for (size_t c = 0; c < n; c += 32768) cuts.push_back(static_cast<int64_t>(c));
+  const FlatRange all{0, n};
+
+  auto plain = values_of(r, n);
+  make_mpi_reducer(dist, DType::F32, {}, n, cuts)->finish(plain.data(), n);
+  expect_near_sum(plain, W, all, "all-reduce");
+
+  for (bool thread : {true, false}) {
+    // 0.1 MiB buckets: 10 of them.
+    const ReductionOptions o{.algorithm = ReduceAlgorithm::BUCKETED, .bucket_mb = 0.1, .thread = thread};
+    const auto reducer = make_mpi_reducer(dist, DType::F32, o, n, cuts);
+    if (r == 0) std::cout << "reducer: " << reducer->describe() << "\n";
+    for (int step = 0; step < 2; ++step) {
+      auto g = values_of(r, n);
+      announce(*reducer, g);
+      reducer->finish(g.data(), n);
+      const std::string what = cat("bucketed (", thread ? "thread" : "polled", ") step ", step);
+      expect_near_sum(g, W, all, what);
+      if (W == 2) expect_equal(g, plain, all, what);
+    }
+  }
+
+  {
+    const auto reducer = make_mpi_reducer(dist, DType::F32, {.algorithm = ReduceAlgorithm::HIERARCHICAL}, n, cuts);
+    if (r == 0) std::cout << "reducer: " << reducer->describe() << "\n";
+    auto g = values_of(r, n);
+    reducer->finish(g.data(), n);
+    expect_near_sum(g, W, all, "hierarchical");
+    if (W == 2) expect_equal(g, plain, all, "hierarchical");
+  }
+
+  {
+    const auto reducer = make_mpi_reducer(dist, DType::F32, {.shard_optimizer = true}, n, cuts);
+    if (r == 0) std::cout << "reducer: " << reducer->describe() << "\n";
+    const std::vector<FlatRange>& parts = reducer->parts();
+    if (static_cast<int>(parts.size()) != W || parts.front().begin != 0 || parts.back().end != n)
+      throw InternalError("the shards do not cover the buffer");
+    for (int p = 0; p < W; ++p) {
+      if (p > 0 && parts[p].begin != parts[p - 1].end) throw InternalError(cat("shard ", p, " does not follow on"));
+      if (p > 0 && std::find(cuts.begin(), cuts.end(), static_cast<int64_t>(parts[p].begin)) == cuts.end())
+        throw InternalError(cat("shard ", p, " starts at ", parts[p].begin, ", not at a chunk"));
+    }
+    const FlatRange mine = reducer->part(n);
+    auto g = values_of(r, n);
+    reducer->finish(g.data(), n);
+    expect_near_sum(g, W, mine, "reduce-scatter");
+    if (W == 2) expect_equal(g, plain, mine, "reduce-scatter");
+    // The optimizer's partial norms, then the parameters each rank updated.
+    std::vector<double> partial = {0.5 * (r + 1), -1.0 * r};
+    reducer->sum(partial.data(), partial.size());
+    if (partial[0] != 0.25 * W * (W + 1) || partial[1] != -0.5 * W * (W - 1))
+      throw InternalError(cat("sharded sum gave ", partial[0], ", ", partial[1]));
+    std::vector<float> params(n, -1.0f);
+    for (size_t i = mine.begin; i < mine.end; ++i) params[i] = value(r, i);
+    reducer->gather(params.data(), DType::F32);
+    for (int p = 0; p < W; ++p)
+      for (size_t i = parts[p].begin; i < parts[p].end; ++i)
+        if (params[i] != value(p, i)) throw InternalError(cat("all-gather: element ", i, " is not rank ", p, "'s"));
+  }
+  std::cout << "rank " << r << " reducers ok\n";
+  return 0;
+}
+
 int fail(DistContext& dist) {
   if (dist.rank() == dist.size() - 1)
     throw_input("shard_1.hdf5", "row 3: token id 40000 is outside the vocabulary of 30522");
   dist.barrier();  // without the abort, the other ranks would wait here for ever
   return 0;
+}
+
+int throw_plain(DistContext& dist) {
+  if (dist.rank() == dist.size() - 1) throw std::runtime_error("simulated fault in the backward");
+  std::vector<double> v(1 << 16, 1.0);
+  for (;;) dist.allreduce_sum(v.data(), v.size());  // without the abort, for ever
+}
+
+int train(DistContext& dist) {
+  std::vector<double> v(1 << 16, 1.0);
+  std::cout << "rank " << dist.rank() << " pid " << getpid() << std::endl;
+  for (;;) dist.allreduce_sum(v.data(), v.size());
 }
 
 }  // namespace
@@ -83,9 +220,13 @@ int main(int argc, char** argv) {
   std::unique_ptr<DistContext> dist;  // destroyed last, after everything that uses MPI
   try {
     dist = DistContext::create();
+    dist->on_peer_failure([](const std::string& line) { std::cout << "peer failure: " << line << std::endl; });
     if (argc == 2 && !std::strcmp(argv[1], "check")) return check(*dist);
     if (argc == 2 && !std::strcmp(argv[1], "fail")) return fail(*dist);
-    throw_input("command line", "usage: dist_probe check|fail");
+    if (argc == 2 && !std::strcmp(argv[1], "throw")) return throw_plain(*dist);
+    if (argc == 2 && !std::strcmp(argv[1], "train")) return train(*dist);
+    if (argc == 2 && !std::strcmp(argv[1], "reducers")) return reducers(*dist);
+    throw_input("command line", "usage: dist_probe check|fail|throw|train|reducers");
   } catch (...) {
     return report_failure("dist_probe", dist.get());
   }

@@ -16,6 +16,8 @@
 // naively at its precision: the CPU's fp32 ops run on inputs rounded to bf16 wherever the backend keeps bf16, with
 // those outputs rounded to bf16 as well (naive_bf16 below).
 //
+// A device backend runs each case twice and must give the same bits both times (deterministic algorithms only).
+//
 // Dropout is compared with masks on, since every backend draws ops.h's Philox masks. A backend that draws its own
 // masks for an op declares it in draws_own_masks(); that op is then compared with dropout off, and the forward ops'
 // drop rate and scaling are checked statistically (which every backend's forward ops also get here).
@@ -250,6 +252,17 @@ void expect_conformance(Backend& backend, Backend& oracle, Backend& cpu_fp32, co
   const std::string what = c.op + " [" + c.shape + "] on " + backend.name();
   SCOPED_TRACE(what);
   const Results got = run_case(backend, c), ref = run_case(oracle, c);
+  // A device backend must also be deterministic (two runs from one seed are bit-identical): the case again, the
+  // same bits. (The CPU backend's sums are thread-count independent by construction; test_ops checks that.)
+  if (backend.name() != "cpu" && backend.name() != "cpu-f64") {
+    const Results again = run_case(backend, c);
+    for (size_t i = 0; i < c.tensors.size(); ++i) {
+      const bool same = got.bytes[i] == again.bytes[i] && got.values[i].size() == again.values[i].size() &&
+                        (got.values[i].empty() || std::memcmp(got.values[i].data(), again.values[i].data(),
+                                                              got.values[i].size() * sizeof(double)) == 0);
+      EXPECT_TRUE(same) << c.tensors[i].name << " differs between two runs of the same case";
+    }
+  }
   const Dtypes dtypes = Dtypes::of(backend);
   const bool bf16 = dtypes.any_bf16();
   Results naive;

@@ -4,18 +4,27 @@
 // reducer against sums the probe computes itself, and one rank's bad input ending the whole job instead of leaving
 // the other waiting.
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <fstream>
+#include <iostream>
 #include <map>
 #include <optional>
 #include <sstream>
 
 #include "core/errors.h"
 #include "dist/context.h"
+#include "dist/reducer.h"
 #include "temp_dir.h"
+
+#ifdef BERTPERF_HAVE_NCCL
+#include <cuda_runtime.h>
+#endif
 
 using namespace bertperf;
 using bertperf::testing::TempDir;
@@ -23,6 +32,7 @@ using bertperf::testing::TempDir;
 namespace {
 
 [[maybe_unused]] const char* const kMpirun2 = "mpirun -np 2 --oversubscribe --allow-run-as-root";
+[[maybe_unused]] const char* const kMpirun4 = "mpirun -np 4 --oversubscribe --allow-run-as-root";
 const char* const kLauncherVars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "SLURM_STEP_NUM_TASKS"};
 
 // Sets (or, with nullopt, removes) environment variables for a scope, then puts back what was there.
@@ -84,6 +94,7 @@ void expect_world_of_one(DistContext& dist) {
 struct Job {
   int code;
   std::string out, err;
+  double seconds;  // from start to exit
 };
 
 std::string slurp(const std::string& path) {
@@ -102,8 +113,10 @@ std::string slurp(const std::string& path) {
   const std::string out = dir / "out.txt", err = dir / "err.txt";
   const std::string command =
       cat("timeout ", limit_s, " ", launch, " ", BERTPERF_BINARY_DIR, "/bin/dist_probe ", mode, " >", out, " 2>", err);
+  const auto start = std::chrono::steady_clock::now();
   const int raw = std::system(command.c_str());
-  return {WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, slurp(out), slurp(err)};
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return {WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, slurp(out), slurp(err), seconds};
 }
 
 // What the failure handler prints on a world of one, and the code it returns.
@@ -215,14 +228,79 @@ TEST(DistJob, OneRankFailingEndsTheJob) {
   GTEST_SKIP() << "built without MPI";
 #else
   if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
-  // Rank 1 throws a bad-input error while rank 0 waits in a barrier: the job must end, non-zero, within 60 s.
-  const Job job = run_probe(kMpirun2, "fail", 60);
+  // Rank 1 throws a bad-input error while rank 0 waits in a barrier: the job must end, non-zero, within 60 s, and
+  // rank 0's watcher hears of it first.
+  const Job job = run_probe(kMpirun2, "fail", 90);
+  std::cout << "job ended " << job.seconds << " s after it started (exit " << job.code << ")\n";
   EXPECT_NE(job.code, 124) << "the job hung: " << job.err;
-  EXPECT_NE(job.code, 0) << job.err;
+  EXPECT_EQ(job.code, 2) << job.err;
+  EXPECT_LT(job.seconds, 60.0);
   const std::string line = cat("rank 1 on ", this_host(),
                                ": dist_probe: error: shard_1.hdf5: row 3: token id 40000 is outside the vocabulary");
   EXPECT_NE(job.err.find(line), std::string::npos) << job.err;
   EXPECT_EQ(job.err.find("rank 0 on"), std::string::npos) << job.err;
+  EXPECT_NE(job.out.find("peer failure: " + line), std::string::npos) << job.out;
+#endif
+}
+
+TEST(DistJob, OneRankThrowingEndsTheJob) {
+#ifndef BERTPERF_HAVE_MPI
+  GTEST_SKIP() << "built without MPI";
+#else
+  if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
+  // Rank 1 throws a plain exception while rank 0 sits in all-reduces that would never complete.
+  const Job job = run_probe(kMpirun2, "throw", 90);
+  std::cout << "job ended " << job.seconds << " s after it started (exit " << job.code << ")\n";
+  EXPECT_NE(job.code, 124) << "the job hung: " << job.err;
+  EXPECT_EQ(job.code, 1) << job.err;
+  EXPECT_LT(job.seconds, 60.0);
+  const std::string line = cat("rank 1 on ", this_host(), ": dist_probe: simulated fault in the backward");
+  EXPECT_NE(job.err.find(line), std::string::npos) << job.err;
+  EXPECT_NE(job.out.find("peer failure: " + line), std::string::npos) << job.out;
+#endif
+}
+
+TEST(DistJob, OneRankKilledEndsTheJob) {
+#ifndef BERTPERF_HAVE_MPI
+  GTEST_SKIP() << "built without MPI";
+#else
+  if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
+  // Both ranks sit in all-reduces; rank 1 gets SIGKILL. The launcher must end rank 0 and the job, non-zero, naming
+  // the rank and the host, within 60 s of the kill.
+  TempDir dir("bertperf_dist_kill");
+  const std::string out = dir / "out.txt", err = dir / "err.txt", times = dir / "times.txt";
+  const std::string script = cat(
+      "timeout 90 ", kMpirun2, " ", BERTPERF_BINARY_DIR, "/bin/dist_probe train >", out, " 2>", err, " & job=$!\n",
+      "for i in $(seq 300); do grep -q 'rank 0 pid' ", out, " && grep -q 'rank 1 pid' ", out, " && break; sleep 0.1; done\n",
+      "victim=$(sed -n 's/^rank 1 pid //p' ", out, ")\n",
+      "kill -9 \"$victim\"; killed=$(date +%s.%N)\n",
+      "wait $job; code=$?\n",
+      "echo \"$code $(awk \"BEGIN{print $(date +%s.%N) - $killed}\")\" >", times, "\n");
+  std::ofstream(dir / "kill.sh") << script;
+  ASSERT_EQ(std::system(cat("bash ", dir / "kill.sh").c_str()), 0);
+  std::istringstream result(slurp(times));
+  int code = -1;
+  double seconds = -1;
+  result >> code >> seconds;
+  const std::string output = slurp(out), errors = slurp(err);
+  std::cout << "job ended " << seconds << " s after rank 1 was killed (exit " << code << ")\n";
+  ASSERT_NE(output.find("rank 1 pid"), std::string::npos) << output << errors;
+  EXPECT_NE(code, 124) << "the job hung: " << errors;
+  EXPECT_NE(code, 0) << errors;
+  EXPECT_GE(seconds, 0.0);
+  EXPECT_LT(seconds, 60.0);
+  // Open MPI's line: "mpirun noticed that process rank 1 with PID N on node HOST exited on signal 9 (Killed)."
+  EXPECT_NE(errors.find("rank 1"), std::string::npos) << errors;
+  EXPECT_NE(errors.find(this_host()), std::string::npos) << errors;
+  // Rank 0 is gone too (within seconds of the launcher), not left spinning.
+  const int pid0 = std::stoi(output.substr(output.find("rank 0 pid ") + 11));
+  const auto alive = [pid0] {
+    const std::string stat = slurp(cat("/proc/", pid0, "/stat"));
+    const size_t paren = stat.rfind(')');
+    return paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] != 'Z';
+  };
+  for (int i = 0; i < 100 && alive(); ++i) ::usleep(100000);
+  EXPECT_FALSE(alive()) << "rank 0 (pid " << pid0 << ") still runs 10 s after the job ended";
 #endif
 }
 
@@ -230,12 +308,123 @@ TEST(DistJob, LauncherAndMpiMustAgree) {
 #ifndef BERTPERF_HAVE_MPI
   GTEST_SKIP() << "built without MPI";
 #else
-  // srun said two tasks, but MPI started as a singleton (what an srun without the right --mpi plugin does): two
-  // independent single-rank trainings would follow, so it is refused.
-  const Job job = run_probe("env SLURM_STEP_NUM_TASKS=2", "check", 60);
+  // A PMI launcher said two tasks, but MPI started as a singleton: two independent single-rank trainings would
+  // follow, so it is refused.
+  const Job job = run_probe("env PMI_SIZE=2", "check", 60);
   EXPECT_EQ(job.code, 2) << job.out << job.err;
-  EXPECT_NE(job.err.find("dist_probe: error: this process is one of 2 tasks (SLURM_STEP_NUM_TASKS=2) but MPI sees 1 rank"),
+  EXPECT_NE(job.err.find("dist_probe: error: this process is one of 2 tasks (PMI_SIZE=2) but MPI sees 1 rank"),
             std::string::npos)
       << job.err;
+  // srun said two tasks and gave no PMIx or PMI contact (no --mpi plugin): refused before MPI_Init, which would fail
+  // in many lines.
+  const Job srun = run_probe("env SLURM_STEP_NUM_TASKS=2", "check", 60);
+  EXPECT_EQ(srun.code, 2) << srun.out << srun.err;
+  EXPECT_EQ(srun.err, "dist_probe: error: this process is one of several tasks (SLURM_STEP_NUM_TASKS=2) but srun "
+                      "gave it no PMIx or PMI contact, so MPI cannot join the tasks: run srun --mpi=pmix\n");
+#endif
+}
+
+TEST(DistJob, SrunIdentityMustAgreeWithMpi) {
+#ifndef BERTPERF_HAVE_MPI
+  GTEST_SKIP() << "built without MPI";
+#else
+  // srun's account of a one-task step, given to a process that MPI starts as a world of one: what agrees is taken,
+  // and each disagreement is refused with one line naming the variable.
+  const std::string step = "env SLURM_STEP_NUM_TASKS=1 SLURM_NTASKS=1 SLURM_STEP_NUM_NODES=1 SLURM_LOCALID=0 ";
+  const Job ok = run_probe(step + "SLURM_PROCID=0 SLURM_NODEID=0", "check", 60);
+  EXPECT_EQ(ok.code, 0) << ok.out << ok.err;
+  EXPECT_NE(ok.out.find("rank=0 size=1 local_rank=0 local_size=1 node=0 nodes=1"), std::string::npos) << ok.out;
+  for (const auto& [env, message] : std::vector<std::pair<std::string, std::string>>{
+           {"SLURM_PROCID=1 SLURM_NODEID=0", "SLURM_PROCID: the launcher says this process's rank is 1 but MPI says 0"},
+           {"SLURM_PROCID=0 SLURM_NODEID=1", "SLURM_NODEID: the launcher says node 1 but MPI sees 1 node"},
+           {"SLURM_PROCID=0 SLURM_NODEID=0 SLURM_LOCALID=1", "SLURM_LOCALID: the launcher says the local rank is 1 but MPI says 0"},
+           {"SLURM_PROCID=0 SLURM_NODEID=0 SLURM_STEP_NUM_NODES=2", "SLURM_STEP_NUM_NODES: the launcher says the number of nodes is 2 but MPI says 1"},
+           {"SLURM_PROCID=0 SLURM_NODEID=0 SLURM_NTASKS=2", "SLURM_NTASKS: the launcher says the number of ranks is 2 but MPI says 1"},
+           {"SLURM_PROCID=zero", "SLURM_PROCID: 'zero' is not a count"}}) {
+    const Job job = run_probe(step + env, "check", 60);
+    EXPECT_EQ(job.code, 2) << env << ": " << job.out << job.err;
+    EXPECT_NE(job.err.find("dist_probe: error: " + message), std::string::npos) << env << ": " << job.err;
+    EXPECT_EQ(std::count(job.err.begin(), job.err.end(), '\n'), 1) << job.err;
+  }
+#endif
+}
+
+TEST(SplitFlat, PartsCoverTheBufferAtCuts) {
+  const std::vector<int64_t> cuts = {0, 10, 25, 40, 70, 90};
+  const auto parts = split_flat(100, cuts, 3);
+  ASSERT_EQ(parts.size(), 3u);
+  // Ideal ends 34 and 67: the nearest cuts are 40 (6 away, not 25 at 9) and 70.
+  EXPECT_EQ(parts[0].begin, 0u);
+  EXPECT_EQ(parts[0].end, 40u);
+  EXPECT_EQ(parts[1].end, 70u);
+  EXPECT_EQ(parts[2].end, 100u);
+  // More ranks than cuts: the later parts are empty, never reversed.
+  const auto many = split_flat(100, {0, 50}, 4);
+  size_t covered = 0;
+  for (size_t p = 0; p < many.size(); ++p) {
+    EXPECT_LE(many[p].begin, many[p].end);
+    if (p > 0) {
+      EXPECT_EQ(many[p].begin, many[p - 1].end);
+    }
+    covered += many[p].size();
+  }
+  EXPECT_EQ(covered, 100u);
+  EXPECT_EQ(many[0].end, 50u);
+  // One rank: everything.
+  EXPECT_EQ(split_flat(7, {}, 1)[0].end, 7u);
+}
+
+TEST(DistJob, ReducersUnderMpirun) {
+#ifndef BERTPERF_HAVE_MPI
+  GTEST_SKIP() << "built without MPI";
+#else
+  if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
+  for (const char* launch : {kMpirun2, kMpirun4}) {
+    SCOPED_TRACE(launch);
+    const Job job = run_probe(launch, "reducers", 120);
+    ASSERT_EQ(job.code, 0) << job.out << job.err;
+    for (const char* line : {"reducer: bucketed all-reduce over MPI, fp32: 10 buckets", "MPI_Iallreduce polled",
+                             "reducer: hierarchical over MPI", "reducer: sharded (ZeRO-1)"})
+      EXPECT_NE(job.out.find(line), std::string::npos) << line << "\n" << job.out;
+    const int ranks = launch == kMpirun2 ? 2 : 4;
+    for (int r = 0; r < ranks; ++r) EXPECT_NE(job.out.find(cat("rank ", r, " reducers ok")), std::string::npos) << job.out;
+  }
+#endif
+}
+
+// The NCCL reducer on one GPU: a communicator of one rank, bucketed on its own stream, gives back what it was handed
+// (the sum over one rank) and sums partial norms. The device check runs it where a GPU is present.
+TEST(NcclReducer, OneGpuSmoke) {
+#ifndef BERTPERF_HAVE_NCCL
+  GTEST_SKIP() << "built without NCCL (it needs the CUDA toolkit, NCCL and MPI)";
+#else
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) GTEST_SKIP() << "no CUDA device here";
+  auto dist = DistContext::single();
+  const size_t n = 300001;
+  const auto reducer =
+      make_nccl_reducer(*dist, DType::F32, {.algorithm = ReduceAlgorithm::BUCKETED, .bucket_mb = 0.25}, 0, n);
+  EXPECT_NE(reducer->describe().find("over NCCL"), std::string::npos) << reducer->describe();
+  std::vector<float> host(n);
+  for (size_t i = 0; i < n; ++i) host[i] = static_cast<float>(i % 1013) * 0.37f - 100.0f;
+  float* grads = nullptr;
+  double* norms = nullptr;
+  ASSERT_EQ(cudaMalloc(&grads, n * sizeof(float)), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&norms, 2 * sizeof(double)), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(grads, host.data(), n * sizeof(float), cudaMemcpyHostToDevice), cudaSuccess);
+  const double partial[2] = {1.5, -2.25};
+  ASSERT_EQ(cudaMemcpy(norms, partial, sizeof partial, cudaMemcpyHostToDevice), cudaSuccess);
+  reducer->ready(grads, n / 2, n);
+  reducer->finish(grads, n);
+  reducer->sum(norms, 2);
+  std::vector<float> back(n);
+  double summed[2] = {};
+  ASSERT_EQ(cudaMemcpy(back.data(), grads, n * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(summed, norms, sizeof summed, cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(back, host);
+  EXPECT_EQ(summed[0], 1.5);
+  EXPECT_EQ(summed[1], -2.25);
+  cudaFree(grads);
+  cudaFree(norms);
 #endif
 }

@@ -132,6 +132,18 @@ TEST_F(BadConfig, WrongType) {
   EXPECT_NE(error().find("cfg.json: batch: field 'ranks' must be an integer"), std::string::npos) << error();
 }
 
+TEST_F(BadConfig, BalancedBatchesFlag) {
+  config_["distributed"] = {{"balanced_batches", true}};
+  const fs::path path = dir_ / "cfg.json";
+  EXPECT_EQ(error(), "(loaded without error)");
+  EXPECT_TRUE(load_train_config(path.string(), false).balanced_batches);
+  config_.erase("distributed");
+  EXPECT_EQ(error(), "(loaded without error)");
+  EXPECT_FALSE(load_train_config(path.string(), false).balanced_batches);
+  config_["distributed"] = {{"balanced_batches", "yes"}};
+  EXPECT_NE(error().find("cfg.json: distributed: field 'balanced_batches' must be"), std::string::npos) << error();
+}
+
 TEST_F(BadConfig, UnknownKey) {
   config_["lamb"]["learning_rat"] = 0.1;
   EXPECT_NE(error().find("cfg.json: lamb: unknown field 'learning_rat'"), std::string::npos) << error();
@@ -150,6 +162,28 @@ TEST_F(BadConfig, OutOfRangeValue) {
 TEST_F(BadConfig, BenchmarkNameMismatch) {
   config_["benchmark"] = "bert";
   EXPECT_NE(error().find("field 'benchmark' is \"bert\""), std::string::npos) << error();
+}
+
+TEST_F(BadConfig, Reduction) {
+  config_["distributed"] = {{"clip", "after_reduction"},
+                            {"reduction", {{"algorithm", "bucketed"}, {"bucket_mb", 4}}}};
+  const fs::path path = dir_ / "cfg.json";
+  std::ofstream(path) << config_.dump(2);
+  const TrainConfig good = load_train_config(path.string(), false);
+  EXPECT_EQ(good.reduction.algorithm, ReduceAlgorithm::BUCKETED);
+  EXPECT_EQ(good.reduction.bucket_mb, 4);
+  EXPECT_FALSE(good.reduction.shard_optimizer);
+  EXPECT_TRUE(good.clip_after_reduction);
+  config_["distributed"]["reduction"] = {{"algorithm", "ring"}};
+  EXPECT_NE(error().find("cfg.json: distributed: reduction: field 'algorithm' must be \"allreduce\""),
+            std::string::npos)
+      << error();
+  config_["distributed"]["reduction"] = {{"algorithm", "bucketed"}, {"bucket_mb", 0}};
+  EXPECT_NE(error().find("field 'bucket_mb' must be in (0, 4096]"), std::string::npos) << error();
+  config_["distributed"]["reduction"] = {{"algorithm", "hierarchical"}, {"shard_optimizer", true}};
+  EXPECT_NE(error().find("field 'shard_optimizer' reduce-scatters the whole buffer"), std::string::npos) << error();
+  config_["distributed"]["reduction"] = {{"shard_optimiser", true}};
+  EXPECT_NE(error().find("distributed: reduction: unknown field 'shard_optimiser'"), std::string::npos) << error();
 }
 
 TEST_F(BadConfig, BadModel) {

@@ -5,8 +5,10 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "core/errors.h"
 #include "temp_dir.h"
@@ -177,6 +179,30 @@ TEST_F(Hdf5Test, UncommittedFileLeavesNothingBehind) {
   }
   EXPECT_FALSE(fs::exists(p));
   EXPECT_TRUE(fs::is_empty(dir_.path));
+}
+
+// The same content written twice, more than a second apart, gives the same bytes: HDF5 would
+// otherwise stamp every group and dataset with its creation time.
+TEST_F(Hdf5Test, SameContentGivesSameBytes) {
+  auto write = [&](const std::string& name) {
+    File out = File::create(path(name));
+    out.write("bert/encoder/layer_0/attention/kernel", std::vector<float>{1.5f, -2.0f}, {2});
+    out.write("bert/embeddings/word", std::vector<double>{3.0}, {1});
+    out.write("top", std::vector<int32_t>{7}, {1});
+    Vlen<int16_t> rows;
+    const int16_t row[] = {1, 2, 3};
+    rows.append(row, 3);
+    out.write_vlen("data/rows", rows);
+    out.set_attr("bert", "note", "x");
+    out.commit();
+    std::ifstream in(path(name), std::ios::binary);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  };
+  const std::string first = write("a.h5");
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  const std::string second = write("b.h5");
+  ASSERT_FALSE(first.empty());
+  EXPECT_TRUE(first == second) << "the two files differ";
 }
 
 }  // namespace

@@ -36,7 +36,7 @@ fs::path temp_file(const std::string& name) {
 
 TEST(MllogLogger, WritesMembersInLibraryOrderWithCallSite) {
   const fs::path path = temp_file("order.txt");
-  Logger log(Logger::Options{.to_stdout = false, .file = path.string(), .name_space = "", .rank = 0});
+  Logger log(Logger::Options{.to_stdout = false, .file = path.string(), .name_space = "", .rank = 0, .file_label = ""});
   const int line = __LINE__ + 1;
   log.event("eval_accuracy", 0.5, {{"epoch_num", 448}});
   log.close_file();
@@ -59,7 +59,7 @@ TEST(MllogLogger, WritesMembersInLibraryOrderWithCallSite) {
 
 TEST(MllogLogger, IntervalEventTypes) {
   const fs::path path = temp_file("types.txt");
-  Logger log(Logger::Options{.to_stdout = false, .file = path.string(), .name_space = "ns", .rank = 0});
+  Logger log(Logger::Options{.to_stdout = false, .file = path.string(), .name_space = "ns", .rank = 0, .file_label = ""});
   log.start("run_start");
   log.end("run_stop", nullptr, {{"status", "success"}});
   log.close_file();
@@ -74,7 +74,7 @@ TEST(MllogLogger, IntervalEventTypes) {
 
 TEST(MllogLogger, OnlyRankZeroWrites) {
   const fs::path path = temp_file("rank1.txt");
-  Logger log(Logger::Options{.to_stdout = false, .file = path.string(), .name_space = "", .rank = 1});
+  Logger log(Logger::Options{.to_stdout = false, .file = path.string(), .name_space = "", .rank = 1, .file_label = ""});
   EXPECT_FALSE(log.enabled());
   log.event("seed", 42);
   log.close_file();
@@ -84,7 +84,7 @@ TEST(MllogLogger, OnlyRankZeroWrites) {
 TEST(MllogLogger, AppendsToFile) {
   const fs::path path = temp_file("append.txt");
   for (int i = 0; i < 2; ++i) {
-    Logger log(Logger::Options{.to_stdout = false, .file = path.string(), .name_space = "", .rank = 0});
+    Logger log(Logger::Options{.to_stdout = false, .file = path.string(), .name_space = "", .rank = 0, .file_label = ""});
     log.event("seed", i);
   }
   EXPECT_EQ(read_lines(path).size(), 2u);

@@ -6,8 +6,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <climits>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -614,4 +616,108 @@ TEST(Reader, BadInputIsOneClearErrorNamingTheFile) {
   o = base_options("varlength.hdf5", true);
   o.rank = 2;
   EXPECT_THROW(PretrainingReader{o}, InputError);
+}
+
+// Balanced batches (reader.h) on variable-length and packed data, against a world of one reading the same files
+// with a step's rows in one batch: each step's sequences land on exactly one rank; the real tokens of a step's
+// batches differ by at most one longest row; ranks x micro-batches are interchangeable; reruns agree.
+TEST(Reader, BalancedBatchesDealEachStepOnce) {
+  TempDir dir("bertperf_balance");
+  std::vector<std::string> files;
+  for (uint32_t f = 0; f < 3; ++f) {
+    files.push_back(dir / ("shard_" + std::to_string(f) + ".hdf5"));
+    write_varlength(files.back(), synthetic_sequences(45, 32, 64, 5, 100 + f));
+  }
+  const int rows = 3;
+  auto options = [&](bool pack, int world, int rank, int micro, bool balance) {
+    ReaderOptions o;
+    o.files = files;
+    o.seq_len = 32;
+    o.max_predictions = 5;
+    o.vocab_size = 64;
+    o.seed = 17;
+    o.repeat = false;
+    o.pack = pack;
+    o.packed_max_predictions = 12;
+    o.batch_rows = balance ? rows : rows * world * micro;
+    o.world_size = balance ? world : 1;
+    o.rank = balance ? rank : 0;
+    o.micro_batches = micro;
+    o.balance = balance;
+    return o;
+  };
+  for (bool pack : {false, true}) {
+    for (const auto& [W, n] : {std::pair{2, 1}, std::pair{1, 2}, std::pair{2, 2}, std::pair{3, 1}}) {
+      SCOPED_TRACE(cat(pack ? "packed" : "variable-length", ", ", W, " ranks x ", n, " micro-batches"));
+      std::vector<Batch> global;  // one per step
+      {
+        PretrainingReader reader(options(pack, W, 0, n, false));
+        global = all_batches(reader);
+      }
+      ASSERT_GE(global.size(), 3u);
+      // batches[j] for j = m x W + rank: the order a step's micro-batches have in one rank's stream.
+      std::vector<std::vector<Batch>> per_rank(W);
+      for (int r = 0; r < W; ++r) {
+        PretrainingReader reader(options(pack, W, r, n, true));
+        per_rank[r] = all_batches(reader);
+        ASSERT_EQ(per_rank[r].size(), global.size() * n);
+        PretrainingReader again(options(pack, W, r, n, true));
+        expect_same_batches(per_rank[r], all_batches(again), true);
+      }
+      size_t worst = 0, worst_in_order = 0;
+      for (size_t step = 0; step < global.size(); ++step) {
+        if (!pack) {  // the same step cut into W x n batches in read order, for comparison
+          const Batch& g = global[step];
+          int most = 0, least = INT32_MAX;
+          for (int j = 0; j < W * n; ++j) {
+            const int tokens = g.cu_seqlens[(j + 1) * rows] - g.cu_seqlens[j * rows];
+            most = std::max(most, tokens);
+            least = std::min(least, tokens);
+          }
+          worst_in_order = std::max(worst_in_order, size_t(most - least));
+        }
+        std::multiset<SeqKey> want, got;
+        add_sequences(global[step], want);
+        int longest = 0;  // the longest row: a sequence, or a packed row (at most seq_len)
+        for (int s = 0; s < global[step].sequences; ++s)
+          longest = std::max(longest, global[step].cu_seqlens[s + 1] - global[step].cu_seqlens[s]);
+        if (pack) longest = 32;
+        int most = 0, least = INT32_MAX;
+        for (int r = 0; r < W; ++r) {
+          int rank_tokens = 0;
+          for (int m = 0; m < n; ++m) {
+            const Batch& b = per_rank[r][step * n + m];
+            add_sequences(b, got);
+            most = std::max(most, b.tokens);
+            least = std::min(least, b.tokens);
+            rank_tokens += b.tokens;
+          }
+          EXPECT_GT(rank_tokens, 0);
+        }
+        EXPECT_EQ(got, want) << "step " << step;
+        EXPECT_LE(most - least, longest) << "step " << step;
+        worst = std::max(worst, size_t(most - least));
+      }
+      std::cout << (pack ? "packed" : "variable-length") << ", " << W << "x" << n << ": largest spread " << worst
+                << " tokens over " << global.size() << " steps";
+      if (!pack) std::cout << " (" << worst_in_order << " cut in read order)";
+      std::cout << "\n";
+      if (!pack) {
+        EXPECT_LT(worst, worst_in_order);
+      }
+    }
+  }
+  // The same step's batches whether they are W ranks' single micro-batches or one rank's W micro-batches.
+  for (bool pack : {false, true}) {
+    PretrainingReader one(options(pack, 1, 0, 2, true));
+    const std::vector<Batch> serial = all_batches(one);
+    for (int r = 0; r < 2; ++r) {
+      PretrainingReader rank(options(pack, 2, r, 1, true));
+      const std::vector<Batch> mine = all_batches(rank);
+      ASSERT_EQ(serial.size(), 2 * mine.size());
+      std::vector<Batch> expected;
+      for (size_t step = 0; step < mine.size(); ++step) expected.push_back(serial[2 * step + r]);
+      expect_same_batches(mine, expected, true);
+    }
+  }
 }

@@ -27,6 +27,8 @@ except ImportError:
     import sys
     sys.path.insert(0, str(REPO / "compliance"))
 RULESETS = ("2.1.0", "3.0.0", "3.1.0", "4.0.0", "4.1.0", "5.0.0")
+# Rulesets of the log checker; the package and RCP checks cover RULESETS.
+LOG_RULESETS = ("1.1.0", "2.0.0") + RULESETS
 
 
 def shared_dir() -> Path:

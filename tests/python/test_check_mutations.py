@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from compliance_support import (RULESETS, corpus_logs, find_index, make_log_lines, mllog_line,
+from compliance_support import (LOG_RULESETS, corpus_logs, find_index, make_log_lines, mllog_line,
                                 official_log_verdict, write_lines)
 from bertperf_compliance.check.engine import check_log
 
@@ -142,6 +142,7 @@ MUTATIONS = {
     "drop_submission_org": drop("submission_org"),
     "drop_submission_status": drop("submission_status"),
     "drop_opt_lamb_epsilon": drop("opt_lamb_epsilon"),
+    "drop_opt_epsilon": drop("opt_epsilon"),
     "drop_gradient_accumulation": drop("gradient_accumulation_steps"),
     "drop_train_samples": drop("train_samples"),
     "drop_eval_samples": drop("eval_samples"),
@@ -164,6 +165,7 @@ MUTATIONS = {
     "division_after_init_stop": move_after("submission_division", "init_stop"),
     "init_stop_31_min": init_stop_late(31),
     "init_stop_29_min": init_stop_late(29),
+    "open_init_stop_31_min": lambda l: init_stop_late(31)(edit("submission_division", set_value("open"))(l)),
     "run_stop_without_status": edit("run_stop", del_meta("status")),
     "run_stop_aborted": edit("run_stop", set_meta(status="aborted")),
     "eval_accuracy_no_epoch_num": edit("eval_accuracy", del_meta("epoch_num"), nth=1),
@@ -239,7 +241,7 @@ def test_enough_mutations():
     assert len(MUTATIONS) - 1 >= 30
 
 
-@pytest.mark.parametrize("ruleset", RULESETS)
+@pytest.mark.parametrize("ruleset", LOG_RULESETS)
 def test_mutations_match_official(mutated_logs, ruleset):
     mismatches = []
     verdicts = {}

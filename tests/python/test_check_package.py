@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from compliance_support import (RULESETS, copy_tree, corpus_trees, official_package_verdict,
+from compliance_support import (LOG_RULESETS, RULESETS, copy_tree, corpus_trees, official_package_verdict,
                                 require_results)
 from bertperf_compliance.check import rcp
 from bertperf_compliance.check.package import check_benchmark_dir, check_package, check_system_description
@@ -28,7 +28,7 @@ def trees(tmp_path_factory):
 # Per-log verdicts are compared under all six rulesets elsewhere; at tree level the oldest
 # and newest ruleset cover the differences in system descriptions (status words), and the
 # variants below cover the passing tree under 3.1.0.
-@pytest.mark.parametrize("ruleset", ["2.1.0", "5.0.0"])
+@pytest.mark.parametrize("ruleset", ["1.1.0", "2.1.0", "5.0.0"])
 def test_shared_trees_match_official(trees, ruleset):
     for name, tree in trees.items():
         ours = check_package(str(tree), ruleset)
@@ -37,7 +37,7 @@ def test_shared_trees_match_official(trees, ruleset):
 
 def test_shared_trees_train_samples_mode_match_official(trees):
     for name, tree in trees.items():
-        for ruleset in ("3.0.0",):
+        for ruleset in ("3.0.0", "1.1.0"):
             ours = check_package(str(tree), ruleset, rcp_train_samples=True)
             assert ours.passed == official_package_verdict(tree, ruleset, train_samples=True), (name, ruleset)
 
@@ -230,12 +230,12 @@ def test_rcp_data_and_statistics_match_official():
     oc = pytest.importorskip("mlperf_logging.rcp_checker.rcp_checker")
     logging.disable(logging.CRITICAL)
     try:
-        for ruleset in RULESETS:
+        for ruleset in LOG_RULESETS:
             official = oc.RCP_Checker("training", ruleset, "bert", False)
             theirs = {r["BS"]: r for r in official.rcp_data.values()}
-            full, pruned = rcp.rcp_tables()
+            full, pruned = rcp.rcp_tables(ruleset)
             assert sorted(theirs) == [r.bs for r in full]
-            refs = rcp.reference_records()
+            refs = rcp.reference_records(ruleset)
             for rec in full:
                 o = theirs[rec.bs]
                 assert sorted(refs[rec.bs]["runs"]) == sorted(o["Epochs to converge"])
@@ -269,13 +269,18 @@ def _official_rcp(folder, train_samples, ruleset="5.0.0"):
         logging.disable(logging.NOTSET)
 
 
-def test_rcp_directories_match_official(tmp_path):
+@pytest.mark.parametrize("ruleset", ["5.0.0", "2.0.0", "1.1.0"])
+def test_rcp_directories_match_official(tmp_path, ruleset):
     require_results()
     pytest.importorskip("mlperf_logging.rcp_checker.rcp_checker")
     dirs = [next((t / "results").glob("*/bert")) for t in corpus_trees()]
     source = next(d for d in dirs if "v4.0" in str(d))
-    # Batch sizes around the RCP table (exact, interpolated, below, above) and speeds.
-    for bs in (448, 3072, 32, 20000):
+    # Batch sizes around the RCP table (exact, interpolated, below, above) and speeds; for the
+    # older rulesets only the batch sizes whose data differ from 2.1.0's.
+    sizes = {"5.0.0": (448, 3072, 32, 20000), "2.0.0": (448,), "1.1.0": (448, 4608, 16384)}[ruleset]
+    if ruleset != "5.0.0":
+        dirs = []
+    for bs in sizes:
         for factor in (0.9, 1.2):
             target = tmp_path / f"bs{bs}_{factor}"
             target.mkdir()
@@ -288,8 +293,8 @@ def test_rcp_directories_match_official(tmp_path):
             dirs.append(target)
     for n, folder in enumerate(dirs):
         for train_samples in ((False, True) if n < 3 else (False,)):
-            ours = rcp.check_directory(str(folder), train_samples)
-            theirs = _official_rcp(folder, train_samples)
+            ours = rcp.check_directory(str(folder), train_samples, ruleset=ruleset)
+            theirs = _official_rcp(folder, train_samples, ruleset)
             assert ours.passed == theirs[0], (folder.name, train_samples, ours.message, theirs)
             if theirs[1] != "crash":
                 assert ours.message == theirs[1]

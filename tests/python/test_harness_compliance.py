@@ -61,7 +61,7 @@ def test_converged_run_passes(scripted_logs, ruleset, name, tmp_path):
 
 
 @pytest.mark.parametrize("ruleset", RULESETS)
-@pytest.mark.parametrize("name", ["aborted", "nan"])
+@pytest.mark.parametrize("name", ["aborted", "nan", "nan_first"])
 def test_aborted_run_fails_only_on_accuracy(scripted_logs, ruleset, name, tmp_path):
     log = scripted_logs / f"{name}.txt"
     passed, messages, output = official_check(log, ruleset, tmp_path)

@@ -67,7 +67,10 @@ OFFICIAL_JOBS = {
     "v4.0": ([("v4.0", "NVIDIA")], "4.0.0"),
     "dropped": ([("dropped", "NVIDIA")], "4.0.0"),
     "scaled": ([("scaled", "NVIDIA")], "4.0.0"),
+    "late_init": ([("late_init", "NVIDIA")], "4.0.0"),
+    "late_init2": ([("late_init2", "NVIDIA")], "4.0.0"),
 }
+LATE_INIT_RUNS = {"late_init": ["result_2.txt"], "late_init2": ["result_2.txt", "result_6.txt"]}
 H200_BERT = Path("results") / "h200_ngc23.09_pytorch" / "bert"
 
 
@@ -79,6 +82,18 @@ def _make_dropped_run_tree(dest: Path) -> None:
     text = re.sub(r'("key": "eval_accuracy", "value": )[0-9.]+', r"\g<1>0.5", text)
     text = text.replace('"status": "success"', '"status": "aborted"')
     log.write_text(text, encoding="latin-1")
+
+
+def _make_late_init_tree(dest: Path, runs) -> None:
+    """The v4.0 tree where the given runs converge but took 32 min to initialise (30 allowed):
+    every init_start moved 32 minutes earlier."""
+    shutil.copytree(RESULTS / "v4.0" / "NVIDIA", dest)
+    for name in runs:
+        log = dest / H200_BERT / name
+        text = log.read_text(encoding="latin-1")
+        text = re.sub(r'"time_ms": (\d+)(, "event_type": "INTERVAL_START", "key": "init_start")',
+                      lambda m: f'"time_ms": {int(m.group(1)) - 32 * 60_000}{m.group(2)}', text)
+        log.write_text(text, encoding="latin-1")
 
 
 def _make_scaled_tree(dest: Path) -> None:
@@ -119,6 +134,8 @@ def official(tmp_path_factory):
                 _make_dropped_run_tree(dest)
             elif round_name == "scaled":
                 _make_scaled_tree(dest)
+            elif round_name in LATE_INIT_RUNS:
+                _make_late_init_tree(dest, LATE_INIT_RUNS[round_name])
             else:
                 shutil.copytree(RESULTS / round_name / org, dest)
         folder = str(work / "orgs") + "/{*}"  # every organisation folder in it
@@ -173,6 +190,84 @@ def test_dropped_run_matches_official_summarizer(official, tmp_path):
     assert mine.dropped == 1
     assert mine.score_min == pytest.approx(row["bert:time_to_train"], rel=0, abs=1e-9)
     assert mine.samples_to_converge == row["bert:samples_to_converge"]
+
+
+@needs_shared
+@pytest.mark.parametrize("job", sorted(LATE_INIT_RUNS))
+def test_compliance_filter_matches_official_summarizer(official, tmp_path, job, capsys):
+    """Runs that converged but overran the 30-minute init budget: with the ruleset, the reporter
+    drops them as the summarizer does (one: the olympic mean of the rest; two: no score), and
+    names each with its reason; without a ruleset it keeps them."""
+    org = tmp_path / "NVIDIA"
+    _make_late_init_tree(org, LATE_INIT_RUNS[job])
+    row = official[(job, "NVIDIA")]
+    (mine,) = find_result_sets([str(org)], ruleset="4.0.0")
+    assert sorted(r.name for r in mine.runs if not r.converged) == LATE_INIT_RUNS[job]
+    theirs = row["bert:time_to_train"]
+    if len(LATE_INIT_RUNS[job]) == 1:
+        assert mine.score_min == pytest.approx(theirs, rel=0, abs=1e-9)
+        assert mine.score_min != pytest.approx(ours(org).score_min, rel=0, abs=1e-9)
+    else:
+        assert theirs is None or theirs != theirs  # no score (None or NaN)
+        assert mine.score_min is None
+    for run in mine.runs:
+        if not run.converged:
+            assert "init_stop" in run.failure and "initialisation took 32" in run.failure
+            assert f"dropped {run.name}" in mine.score_note
+    assert ours(org).dropped == 0  # no ruleset: no compliance filter
+    status, out, _ = run_report([org, "--ruleset", "4.0.0", "--format", "markdown"], capsys)
+    assert status == 0
+    for name in LATE_INIT_RUNS[job]:
+        assert f"dropped {name}" in out
+
+
+# Real trees where the compliance filter changes the outcome. They are looked up in the shared
+# results (as <round>/<submitter>, from the MLCommons training_results repositories) and skipped
+# when absent. The v5.0 tinycorp tinybox_green run result_2 converged but initialised for 32.3 of
+# the allowed 30 minutes: the summarizer's published score is 213.60 min, 209.95 with that run.
+# The v2.1 Fujitsu logs carry only opt_epsilon, which ruleset 2.1.0 no longer accepts.
+FILTERED_TREES = {"v5.0/tinycorp": "5.0.0", "v2.1/Fujitsu": "2.1.0"}
+
+
+def _summarizer_scores(org: Path, ruleset: str, tmp_path: Path):
+    """system_name -> the official summarizer's bert time_to_train (None: no score), and its output."""
+    work = tmp_path / "summarizer"
+    shutil.copytree(org, work / "orgs" / org.name)
+    proc = subprocess.run([sys.executable, "-m", "mlperf_logging.result_summarizer", str(work / "orgs") + "/{*}",
+                           "training", ruleset, "--csv", str(work / "summary.csv")],
+                          cwd=work, capture_output=True, text=True, timeout=600)
+    detailed = work / "summary_detailed.json"
+    rows = json.loads(detailed.read_text()) if detailed.exists() else []
+    scores = {row["system"]: row.get("bert:time_to_train") for row in rows}
+    return scores, proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("org", sorted(FILTERED_TREES))
+def test_compliance_filter_on_real_trees_matches_official_summarizer(org, tmp_path):
+    tree = RESULTS / org
+    if not tree.is_dir():
+        pytest.skip(f"{tree} not in the shared results")
+    pytest.importorskip("pandas")
+    ruleset = FILTERED_TREES[org]
+    sets = [s for s in find_result_sets([str(tree)], ruleset=ruleset) if s.benchmark == "bert"]
+    scores, output = _summarizer_scores(tree, ruleset, tmp_path)
+    assert sets
+    for mine in sets:
+        name = json.loads((tree / "systems" / f"{mine.system}.json").read_text())["system_name"]
+        assert name in scores, (name, output[-2000:])
+        theirs = scores[name]
+        if theirs is None or theirs != theirs:  # no score: "too many non-converging runs"
+            assert f"Too many non-converging runs for {tree.name} {mine.system}/bert" in output
+            assert mine.score_min is None and mine.score_note.startswith("no score")
+        else:
+            assert mine.score_min == pytest.approx(theirs, rel=0, abs=1e-9)
+    if org == "v5.0/tinycorp":
+        (green,) = [s for s in sets if s.system == "tinybox_green"]
+        assert round(green.score_min, 2) == 213.60
+        assert [r.name for r in green.runs if not r.converged] == ["result_2.txt"]
+        assert "dropped result_2.txt" in green.score_note and "initialisation took 32.29 min, budget 30 min" in green.score_note
+    else:
+        assert all(s.score_min is None for s in sets)
 
 
 @needs_shared

@@ -35,6 +35,8 @@ BENCHMARK_RUNS = {"bert": 10}
 
 # Benchmark directory names each ruleset knows (others are skipped with a warning).
 ALLOWED_BENCHMARKS = {
+    "1.1": ("bert", "dlrm", "maskrcnn", "minigo", "resnet", "ssd", "rnnt", "unet3d"),
+    "2.0": ("bert", "dlrm", "maskrcnn", "minigo", "resnet", "ssd", "rnnt", "unet3d"),
     "2.1": ("bert", "dlrm", "maskrcnn", "minigo", "resnet", "ssd", "rnnt", "unet3d"),
     "3.0": ("bert", "dlrm_dcnv2", "gpt3", "maskrcnn", "resnet", "ssd", "rnnt", "unet3d"),
     "3.1": ("bert", "dlrm_dcnv2", "gpt3", "maskrcnn", "resnet", "ssd", "rnnt", "unet3d",
@@ -305,7 +307,8 @@ def check_benchmark_dir(directory: str, ruleset: str, closed: bool, *, werror: b
             errors = True
     if closed or rcp_reference is not None:
         rcp_result = rcp_mod.check_directory(directory, use_train_samples=rcp_train_samples,
-                                             pruned=True, bypass=rcp_bypass, reference=rcp_reference)
+                                             pruned=True, bypass=rcp_bypass, reference=rcp_reference,
+                                             ruleset=ruleset)
         result.rcp = rcp_result
         if rcp_result.official_crash:
             result.official_crash = True

@@ -3,7 +3,8 @@
 A closed-division BERT submission's olympic-mean samples-to-converge must not be
 statistically faster than the reference runs at the same global batch size
 (or at an interpolated one).  This module holds the reference data (the same
-for rulesets 2.1.0 to 5.0.0), derives the per-record statistics, prunes the
+for rulesets 2.1.0 to 5.0.0; 2.0.0 has an older batch-448 reference, and 1.1.0
+also lacks batch sizes 4608 and 16384), derives the per-record statistics, prunes the
 set, and judges a directory of ``result_*.txt`` files the way the official
 ``rcp_checker`` does, including how it reads the logs: by substring tests on
 the raw JSON text of each ``:::MLLOG`` line.
@@ -26,7 +27,8 @@ SUBMISSION_RUNS = 10          # BERT runs per submission; the reference has at l
 ALPHA = 0.05                  # one-sided significance of "faster than the reference"
 SEARCH_TOLERANCE = 1e-4       # samples; width at which the bisection stops
 NOT_CONVERGED = 1e9           # samples-to-converge given to a run without a successful run_stop
-RCP_RULESETS = ("2.1.0", "3.0.0", "3.1.0", "4.0.0", "4.1.0", "5.0.0")
+RCP_RULESETS = ("1.1.0", "2.0.0", "2.1.0", "3.0.0", "3.1.0", "4.0.0", "4.1.0", "5.0.0")
+DEFAULT_RULESET = "2.1.0"  # any of 2.1.0 to 5.0.0: their data are the same
 
 # Reference runs: batch size -> (hyperparameters, samples to converge per run).
 # Hyperparameter order: opt_base_learning_rate, opt_learning_rate_training_steps,
@@ -79,10 +81,27 @@ _BERT_REFERENCE = {
 }
 
 
-def reference_records() -> Dict[int, Dict[str, Any]]:
-    """The raw BERT reference data: batch size -> hyperparameters and runs."""
+# Rulesets 1.1.0 and 2.0.0: the batch-448 reference from before the v1.0 round.
+_BERT_448_BEFORE_21 = ((0.0004, 8103, 0, 0, 0.9, 0.999, 0.01, 1), (
+    2558976, 2634240, 2885120, 2734592, 3010560, 2383360, 2458624, 2609152, 2558976, 2684416,
+    2508800, 2458624, 2684416, 2533888, 2533888, 2784768, 2308096, 2784768, 2584064, 2809856))
+
+
+def _reference_for(ruleset: str) -> Dict[int, Tuple[tuple, tuple]]:
+    if ruleset not in RCP_RULESETS:
+        raise KeyError(ruleset)
+    data = dict(_BERT_REFERENCE)
+    if ruleset in ("1.1.0", "2.0.0"):
+        data[448] = _BERT_448_BEFORE_21
+    if ruleset == "1.1.0":
+        del data[4608], data[16384]
+    return data
+
+
+def reference_records(ruleset: str = DEFAULT_RULESET) -> Dict[int, Dict[str, Any]]:
+    """The raw BERT reference data of a ruleset: batch size -> hyperparameters and runs."""
     out = {}
-    for bs, (hps, runs) in sorted(_BERT_REFERENCE.items()):
+    for bs, (hps, runs) in sorted(_reference_for(ruleset).items()):
         hp = dict(zip(_HP_NAMES, hps))
         hp["opt_epsilon"] = 1e-6
         out[bs] = {"BS": bs, "Hyperparams": hp, "runs": list(runs)}
@@ -211,11 +230,12 @@ def record_from_runs(bs: float, runs: List[float], hyperparams: Optional[Dict[st
 _TABLES: Dict[str, Tuple[List[RcpRecord], List[RcpRecord]]] = {}
 
 
-def rcp_tables() -> Tuple[List[RcpRecord], List[RcpRecord]]:
-    """(all records, pruned records), both sorted by batch size."""
-    if "bert" in _TABLES:
-        return _TABLES["bert"]
-    full = [record_from_runs(bs, rec["runs"], rec["Hyperparams"]) for bs, rec in reference_records().items()]
+def rcp_tables(ruleset: str = DEFAULT_RULESET) -> Tuple[List[RcpRecord], List[RcpRecord]]:
+    """(all records, pruned records) of a ruleset, both sorted by batch size."""
+    if ruleset in _TABLES:
+        return _TABLES[ruleset]
+    full = [record_from_runs(bs, rec["runs"], rec["Hyperparams"])
+            for bs, rec in reference_records(ruleset).items()]
     # Drop everything below the fastest-converging batch size, then drop points that
     # converge slower than the interpolation of their neighbours.
     fastest = min(full, key=lambda r: r.mean)
@@ -226,7 +246,7 @@ def rcp_tables() -> Tuple[List[RcpRecord], List[RcpRecord]]:
             del kept[i]
             i -= 1
         i += 1
-    _TABLES["bert"] = (full, kept)
+    _TABLES[ruleset] = (full, kept)
     return full, kept
 
 
@@ -365,7 +385,7 @@ def _evaluate(record: RcpRecord, samples: List[Any]) -> Tuple[bool, float, float
 
 def check_runs(result_files: List[str], use_train_samples: bool = False,
                pruned: bool = True, bypass: bool = False,
-               reference: Optional[RcpRecord] = None) -> RcpResult:
+               reference: Optional[RcpRecord] = None, ruleset: str = DEFAULT_RULESET) -> RcpResult:
     """Judge the runs of one benchmark directory against the BERT RCPs, or against
     ``reference`` (see :func:`read_reference`) when given."""
     runs: List[RunConvergence] = []
@@ -410,7 +430,7 @@ def check_runs(result_files: List[str], use_train_samples: bool = False,
     if reference is not None:
         return _check_against_reference(reference, runs, bs)
 
-    full, kept = rcp_tables()
+    full, kept = rcp_tables(ruleset)
     table = kept if pruned else full
     mean: Optional[float] = None
     norm = 1.0
@@ -450,10 +470,11 @@ def check_runs(result_files: List[str], use_train_samples: bool = False,
 
 
 def check_directory(directory: str, use_train_samples: bool = False, pruned: bool = True,
-                    bypass: bool = False, reference: Optional[RcpRecord] = None) -> RcpResult:
+                    bypass: bool = False, reference: Optional[RcpRecord] = None,
+                    ruleset: str = DEFAULT_RULESET) -> RcpResult:
     """:func:`check_runs` over ``directory/result_*.txt`` (in directory order, as the official)."""
     files = glob.glob("{folder}/result_*.txt".format(folder=directory.rstrip("/")), recursive=True)
-    return check_runs(files, use_train_samples, pruned, bypass, reference)
+    return check_runs(files, use_train_samples, pruned, bypass, reference, ruleset)
 
 
 # ------------------------------------------------------------------------------------------

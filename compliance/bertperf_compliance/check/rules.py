@@ -1,4 +1,4 @@
-"""The BERT compliance rules of the MLPerf Training rulesets 2.1.0 to 5.0.0, as data.
+"""The BERT compliance rules of the MLPerf Training rulesets 1.1.0 to 5.0.0, as data.
 
 Each ruleset is a set of *rule files* with the same roles as the official
 checker's: ``common`` (always first), ``closed_common``/``open_common`` (queued
@@ -91,6 +91,12 @@ RULESET_FEATURES: Dict[str, Dict[str, Any]] = {
     # counter: the metadata key accepted instead of epoch counts on block and eval lines.
     # epoch_counter: whether epoch_start/epoch_stop also accept that counter.
     # weights: the 398-tensor weights_initialization check (closed only).
+    # epsilon: the LAMB epsilon key closed BERT requires (opt_epsilon up to 2.0.0).
+    # division_budget: the init budget follows submission_division (30/240 min); else always 30.
+    "1.1.0": dict(org_platform=True, status=True, counter=None, epoch_counter=False, weights=True,
+                  closed=_BENCHMARKS_21, open=_BENCHMARKS_21, epsilon="opt_epsilon", division_budget=False),
+    "2.0.0": dict(org_platform=True, status=True, counter=None, epoch_counter=False, weights=True,
+                  closed=_BENCHMARKS_21, open=_BENCHMARKS_21, epsilon="opt_epsilon"),
     "2.1.0": dict(org_platform=True, status=True, counter=None, epoch_counter=False, weights=True,
                   closed=_BENCHMARKS_21, open=_BENCHMARKS_21),
     "3.0.0": dict(org_platform=True, status=True, counter=None, epoch_counter=False, weights=False,
@@ -104,6 +110,10 @@ RULESET_FEATURES: Dict[str, Dict[str, Any]] = {
     "5.0.0": dict(org_platform=False, status=False, counter="samples_count", epoch_counter=True,
                   weights=False, closed=_BENCHMARKS_50, open=_BENCHMARKS_50),
 }
+
+for _features in RULESET_FEATURES.values():
+    _features.setdefault("epsilon", "opt_lamb_epsilon")
+    _features.setdefault("division_budget", True)
 
 RULESETS = tuple(RULESET_FEATURES)
 
@@ -175,7 +185,8 @@ def _common(version: str) -> RuleFile:
                 req_fix=f"log {key} exactly once, before init_stop"))
 
     def division_post(v, md, ll, s):
-        s["compile_time_mins"] = 240 if v == "open" else 30
+        if f["division_budget"]:
+            s["compile_time_mins"] = 240 if v == "open" else 30
         return ["{}_common".format(v)]
 
     keys.append(KeyRule(
@@ -227,12 +238,13 @@ def _common(version: str) -> RuleFile:
                   lambda v, md, ll, s: not s["run_started"],
                   "log init_stop before run_start"),
             Check("init-budget",
-                  "init_stop must come less than the init budget (30 min closed, 240 min open, "
-                  "set by submission_division) after the first init_start",
+                  ("init_stop must come less than the init budget (30 min closed, 240 min open, "
+                   "set by submission_division) after the first init_start" if f["division_budget"] else
+                   "init_stop must come less than 30 min after the first init_start"),
                   lambda v, md, ll, s: ll.time_ms - s["first_init_start"]
                   < (s["compile_time_mins"] * 60 * 1e3),
-                  "log submission_division before init_stop, and keep untimed initialisation "
-                  "under the budget"),
+                  ("log submission_division before init_stop, and keep untimed initialisation "
+                   "under the budget" if f["division_budget"] else "keep untimed initialisation under 30 min")),
         ),
         post=lambda v, md, ll, s: s.__setitem__("init_stopped", True),
         req_fix="log init_stop exactly once, between init_start and run_start"))
@@ -333,7 +345,8 @@ def _common(version: str) -> RuleFile:
         s.update({
             "init_started": False, "init_stopped": False, "run_started": False,
             "run_stopped": False, "in_epoch": False, "last_epoch": 0, "in_block": False,
-            "block_first_epoch": -1, "first_init_start": 9e99, "compile_time_mins": 0,
+            "block_first_epoch": -1, "first_init_start": 9e99,
+            "compile_time_mins": 0 if f["division_budget"] else 30,
         })
 
     return RuleFile("common", tuple(keys), begin=begin)
@@ -407,6 +420,8 @@ def _closed_bert(version: str) -> RuleFile:
             explain=_tensor_mismatch),)
 
     for key in BERT_HYPERPARAMETERS:
+        if key == "opt_lamb_epsilon":
+            key = f["epsilon"]
         keys.append(KeyRule(key, EXACTLY_ONE, req_fix=f"log {key} exactly once"
                             + (" (opt_epsilon alone is not enough)" if key == "opt_lamb_epsilon" else "")))
     keys.append(KeyRule(

@@ -17,6 +17,7 @@ from .compare import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, DEFAULT_SEED, compar
 from .render import TABLE_NAMES, render
 from .runs import TARGET_ACCURACY
 from .systems import find_result_sets
+from ..check.rules import RULESETS
 
 PROG = "bertperf-report"
 
@@ -45,6 +46,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--baseline", metavar="SET", default="1",
                    help="the set the others are compared with: its position in the systems table "
                         "(1 = first row, the default) or its label")
+    p.add_argument("--ruleset", choices=RULESETS, metavar="VERSION",
+                   help="drop runs whose log fails this ruleset's compliance check, as the official "
+                        f"result summarizer does, and say why ({', '.join(RULESETS)}; default: no check)")
     p.add_argument("--target", type=float, default=TARGET_ACCURACY,
                    help=f"eval accuracy a run must reach (default {TARGET_ACCURACY})")
     p.add_argument("--confidence", type=float, default=DEFAULT_CONFIDENCE,
@@ -73,7 +77,7 @@ def run(argv: Optional[List[str]] = None) -> int:
         raise ReportInputError(f"--confidence {args.confidence}: must lie strictly between 0 and 1")
     if args.resamples < 100:
         raise ReportInputError(f"--resamples {args.resamples}: use at least 100")
-    sets = find_result_sets(args.trees, args.target)
+    sets = find_result_sets(args.trees, args.target, args.ruleset)
     baseline = _baseline_index(args.baseline, [s.label for s in sets])
     comparisons = compare_all(sets, baseline, args.seed, args.resamples, args.confidence)
     text = render(args.format, sets, comparisons, args.table, args.target)

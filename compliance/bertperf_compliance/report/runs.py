@@ -8,7 +8,9 @@ the logging spec sections 3.5 and 4.2):
   and ``run_stop`` seen, stop as soon as both are known);
 * converged: ``run_stop`` has ``status: "success"`` and some ``eval_accuracy``
   reached the target (the summarizer's compliance check demands the second,
-  the RCP checker the first);
+  the RCP checker the first); and, when a ruleset is given, the log passes its
+  compliance check, which the summarizer demands of every run it scores (so a
+  run whose untimed initialisation overran the budget is dropped);
 * samples to converge: ``epoch_num`` of the last ``eval_accuracy`` before
   ``run_stop`` (what the RCP checker reads), unless that is not a sample count
   (Baidu's v2.1 logs put ``1`` there), then the ``train_samples`` value;
@@ -58,6 +60,7 @@ class RunResult:
     evals: List[EvalPoint] = field(default_factory=list)
     eval_samples_inferred: bool = False
     eval_time_ms: Optional[float] = None
+    compliance: str = ""  # why the log fails the ruleset's compliance check; empty when it passes or unchecked
 
     @property
     def name(self) -> str:
@@ -76,6 +79,8 @@ class RunResult:
             return f"run_stop status {self.status!r}"
         if not self.reached_target:
             return "never reached the target accuracy"
+        if self.compliance:
+            return f"fails compliance: {self.compliance}"
         return ""
 
     @property
@@ -144,8 +149,25 @@ def _number(value) -> Optional[float]:
     return value
 
 
-def read_run(path: str, target: float = TARGET_ACCURACY) -> RunResult:
-    """Read one result log. Raises ReportInputError for an unreadable or malformed log."""
+def compliance_failure(path: str, ruleset: str) -> str:
+    """The first error of the log under the ruleset's compliance rules, in a few words ("" if it passes)."""
+    from ..check.engine import check_log  # the checker's verdicts equal the official checker's
+    result = check_log(os.fspath(path), ruleset)
+    if result.passed:
+        return ""
+    errors = result.errors
+    if not errors:
+        return f"ruleset {ruleset}"
+    first = errors[0]
+    where = f"line {first.line}, " if first.line else ""
+    what = f"{first.key}: {first.message}" if first.key else first.message
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    return f"{where}{what}{more} (ruleset {ruleset})"
+
+
+def read_run(path: str, target: float = TARGET_ACCURACY, ruleset: Optional[str] = None) -> RunResult:
+    """Read one result log. Raises ReportInputError for an unreadable or malformed log. With a
+    ruleset, the log is also checked for compliance (RunResult.compliance)."""
     try:
         parsed = parse_log(os.fspath(path))
     except OSError as exc:
@@ -198,6 +220,8 @@ def read_run(path: str, target: float = TARGET_ACCURACY) -> RunResult:
         run.eval_time_ms = eval_time_ms
     run.reached_target = any(acc >= target for _, _, acc in raw_evals)
     run.evals = _eval_points(run, raw_evals)
+    if ruleset is not None:
+        run.compliance = compliance_failure(path, ruleset)
     return run
 
 

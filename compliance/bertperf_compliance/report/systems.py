@@ -134,7 +134,15 @@ class ResultSet:
     def score_note(self) -> str:
         notes = []
         if self.dropped > MAX_DROPPED_RUNS:
-            notes.append(f"no score: {self.dropped} of {len(self.runs)} runs did not converge (at most 1 may)")
+            notes.append(f"no score: {self.dropped} of {len(self.runs)} runs did not converge or failed "
+                         "compliance (at most 1 may)")
+        # Runs that converged but fail compliance, grouped by reason: the summarizer drops them too.
+        by_reason: dict = {}
+        for run in self.runs:
+            if run.compliance and run.status == "success" and run.reached_target:
+                by_reason.setdefault(run.failure, []).append(run.name)
+        for reason, names in by_reason.items():
+            notes.append(f"dropped {', '.join(names)}: {reason}")
         if self.rcp_verdict == "fail":
             notes.append(f"RCP check failed: {self.rcp_message}")
         return "; ".join(notes)
@@ -168,7 +176,7 @@ def _read_scaling(bench_dir: str) -> Optional[float]:
     return float(factor)
 
 
-def _make_set(bench_dir: str, tree: str, target: float) -> ResultSet:
+def _make_set(bench_dir: str, tree: str, target: float, ruleset: Optional[str] = None) -> ResultSet:
     bench_dir = os.path.abspath(bench_dir)
     system_dir = os.path.dirname(bench_dir)
     results_dir = os.path.dirname(system_dir)
@@ -189,16 +197,17 @@ def _make_set(bench_dir: str, tree: str, target: float) -> ResultSet:
             result_set.division = desc.get("division")
             result_set.accelerators = _accelerator_count(desc)
     files = sorted(glob.glob(os.path.join(glob.escape(bench_dir), "result_*.txt")), key=_run_order)
-    result_set.runs = [read_run(f, target) for f in files]
-    _apply_scaling(result_set)
+    result_set.runs = [read_run(f, target, ruleset) for f in files]
+    _apply_scaling(result_set, ruleset)
     return result_set
 
 
-def _apply_scaling(result_set: ResultSet) -> None:
+def _apply_scaling(result_set: ResultSet, ruleset: Optional[str] = None) -> None:
     rcp_factor = 1.0
     if result_set.division == "closed":
         use_train_samples = any(r.samples_source == "train_samples" for r in result_set.runs)
-        verdict = rcp.check_directory(result_set.bench_dir, use_train_samples=use_train_samples)
+        verdict = rcp.check_directory(result_set.bench_dir, use_train_samples=use_train_samples,
+                                      ruleset=ruleset or rcp.DEFAULT_RULESET)
         result_set.rcp_verdict = "pass" if verdict.passed else "fail"
         result_set.rcp_message = verdict.message
         if verdict.passed:
@@ -210,8 +219,10 @@ def _apply_scaling(result_set: ResultSet) -> None:
         result_set.scaling_factor, result_set.scaling_source = rcp_factor, "RCP"
 
 
-def find_result_sets(trees: Sequence[str], target: float = TARGET_ACCURACY) -> List[ResultSet]:
-    """Every result set below the given trees, in argument order, with unique labels."""
+def find_result_sets(trees: Sequence[str], target: float = TARGET_ACCURACY,
+                     ruleset: Optional[str] = None) -> List[ResultSet]:
+    """Every result set below the given trees, in argument order, with unique labels. With a
+    ruleset, runs that fail its compliance check are dropped, as the official summarizer does."""
     sets: List[ResultSet] = []
     for tree in trees:
         if not os.path.exists(tree):
@@ -223,7 +234,7 @@ def find_result_sets(trees: Sequence[str], target: float = TARGET_ACCURACY) -> L
         for dirpath, dirnames, filenames in os.walk(tree):
             dirnames.sort()
             if any(re.fullmatch(r"result_.*\.txt", f) for f in filenames):
-                found.append(_make_set(dirpath, tree, target))
+                found.append(_make_set(dirpath, tree, target, ruleset))
         if not found:
             raise ReportInputError(f"{tree}: no result_*.txt logs below it "
                                    "(expected <org>/results/<system>/bert/result_*.txt)")

@@ -91,7 +91,8 @@ class CudaBackend final : public Backend {
           cudaGetLastError();
           throw_input("cuda backend", cat("cannot allocate ", bytes, " bytes of device memory"));
         }
-        CUDA_CHECK(cudaMemset(p, 0, rounded));
+        // On the backend's stream (non-blocking, so not ordered with the legacy default stream's cudaMemset).
+        CUDA_CHECK(cudaMemsetAsync(p, 0, rounded, ctx_.stream));
         return p;
       case MemoryKind::PINNED:
         if (cudaHostAlloc(&p, rounded, cudaHostAllocDefault) != cudaSuccess) {
@@ -144,6 +145,7 @@ class CudaBackend final : public Backend {
     cuda::convert(ctx_, dst, dst_type, src, src_type, n);
   }
   void synchronize() override { CUDA_CHECK(cudaStreamSynchronize(ctx_.stream)); }
+  void* native_stream() override { return ctx_.stream; }
   std::unique_ptr<CapturedOps> capture(const std::function<void()>& issue) override {
     return cuda::capture_graph(ctx_, issue);
   }

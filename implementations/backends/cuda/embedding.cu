@@ -19,8 +19,8 @@ __global__ void iota_kernel(int32_t* out, int n) {
 
 // One block per sorted position; the first position of each run of equal indices sums the run's source rows in
 // token order (the sort is stable) and adds the sum into its destination row.
-template <typename Dst>
-__global__ void sorted_scatter_add_kernel(Dst* dst, const bf16* src, const int32_t* sorted_index,
+template <typename Dst, typename Src>
+__global__ void sorted_scatter_add_kernel(Dst* dst, const Src* src, const int32_t* sorted_index,
                                           const int32_t* sorted_source, int M, int C) {
   const int i = blockIdx.x;
   const int32_t index = sorted_index[i];
@@ -29,15 +29,15 @@ __global__ void sorted_scatter_add_kernel(Dst* dst, const bf16* src, const int32
   while (end < M && sorted_index[end] == index) ++end;
   for (int c = threadIdx.x; c < C; c += blockDim.x) {
     float s = 0.0f;
-    for (int j = i; j < end; ++j) s += __bfloat162float(src[static_cast<size_t>(sorted_source[j]) * C + c]);
+    for (int j = i; j < end; ++j) s += to_float(src[static_cast<size_t>(sorted_source[j]) * C + c]);
     Dst* d = dst + static_cast<size_t>(index) * C + c;
     *d = from_float<Dst>(to_float(*d) + s);
   }
 }
 
 // dst[index[m]] += src[m] for m < M, rows of C, deterministic.
-template <typename Dst>
-void sorted_scatter_add(CudaContext& ctx, DeviceScratch& scratch, Dst* dst, const bf16* src, const int32_t* index,
+template <typename Dst, typename Src>
+void sorted_scatter_add(CudaContext& ctx, DeviceScratch& scratch, Dst* dst, const Src* src, const int32_t* index,
                         int M, int C) {
   if (M <= 0 || C <= 0 || !dst) return;
   size_t temp_bytes = 0;
@@ -55,7 +55,7 @@ void sorted_scatter_add(CudaContext& ctx, DeviceScratch& scratch, Dst* dst, cons
   CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp, temp_bytes, index, keys_out, values_in, values_out, M, 0, 32,
                                              ctx.stream));
   const int threads = C >= 1024 ? 1024 : (C + 31) / 32 * 32;
-  sorted_scatter_add_kernel<Dst><<<M, threads, 0, ctx.stream>>>(dst, src, keys_out, values_out, M, C);
+  sorted_scatter_add_kernel<Dst, Src><<<M, threads, 0, ctx.stream>>>(dst, src, keys_out, values_out, M, C);
   CUDA_CHECK_LAUNCH();
 }
 
@@ -80,8 +80,8 @@ void embedding_forward(CudaContext& ctx, const ops::EmbeddingForward& p) { embed
 
 void embedding_backward(CudaContext& ctx, OpScratch& scratch, const ops::EmbeddingBackward& p) {
   if (p.N <= 0) return;
-  const size_t n = static_cast<size_t>(p.N) * p.C;
-  bf16* d_sum = static_cast<bf16*>(p.scratch) + n;  // the LayerNorm input's gradient (ops.h: (2, N, C) scratch)
+  // The LayerNorm input's gradient in fp32: ops.h's (2, N, C) bf16 scratch holds (N, C) floats.
+  float* d_sum = static_cast<float*>(p.scratch);
   layernorm_dropout_backward(ctx, scratch.reduce, d_sum, static_cast<float*>(p.dgamma), static_cast<float*>(p.dbeta),
                              static_cast<const bf16*>(p.dout), static_cast<const bf16*>(p.sum),
                              static_cast<const float*>(p.mean), static_cast<const float*>(p.rstd),

@@ -42,6 +42,15 @@ __device__ __forceinline__ void store(bf16* p, const float (&v)[PACK]) {
   }
 }
 template <int PACK>
+__device__ __forceinline__ void store(float* p, const float (&v)[PACK]) {
+  if constexpr (PACK == 8) {
+    reinterpret_cast<float4*>(p)[0] = make_float4(v[0], v[1], v[2], v[3]);
+    reinterpret_cast<float4*>(p)[1] = make_float4(v[4], v[5], v[6], v[7]);
+  } else {
+    *p = v[0];
+  }
+}
+template <int PACK>
 __device__ __forceinline__ void masks(float (&m)[PACK], RngKey key, uint64_t e, const DeviceDropout& d) {
   if constexpr (PACK == 8) {
     dropout_mult8(m, key, e, d.prob, d.scale);
@@ -155,9 +164,9 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) layernorm_forward_kernel(
 
 // dx = LayerNorm backward of dy' = dy * mask (POST) or dy; with PRE, dx goes to dsum (the residual's gradient,
 // when set) and dinp = dx * mask.
-template <int PACK>
+template <int PACK, typename DX>
 __global__ void __launch_bounds__(kWarpsPerBlock * 32)
-    layernorm_backward_kernel(bf16* dinp, bf16* dsum, const bf16* dout, const bf16* x, const float* mean,
+    layernorm_backward_kernel(DX* dinp, bf16* dsum, const bf16* dout, const bf16* x, const float* mean,
                               const float* rstd, const bf16* gamma, int N, int C, DeviceDropout dropout,
                               DropoutAt at) {
   const int row = blockIdx.x * kWarpsPerBlock + (threadIdx.x >> 5);
@@ -267,7 +276,8 @@ void launch_forward(CudaContext& ctx, ForwardArgs a, const ops::Dropout& dropout
   CUDA_CHECK_LAUNCH();
 }
 
-void launch_backward(CudaContext& ctx, DeviceScratch& scratch, bf16* dinp, bf16* dsum, float* dgamma, float* dbeta,
+template <typename DX>
+void launch_backward(CudaContext& ctx, DeviceScratch& scratch, DX* dinp, bf16* dsum, float* dgamma, float* dbeta,
                      const bf16* dout, const bf16* x, const float* mean, const float* rstd, const bf16* gamma, int N,
                      int C, const ops::Dropout& dropout, DropoutAt at) {
   if (N <= 0) return;
@@ -276,10 +286,10 @@ void launch_backward(CudaContext& ctx, DeviceScratch& scratch, bf16* dinp, bf16*
   if (d.prob == 0.0f) at = DropoutAt::NONE;
   const unsigned blocks = ceil_div(N, kWarpsPerBlock);
   if (rows_pack(C, {dinp, dsum, dout, x, gamma})) {
-    layernorm_backward_kernel<8><<<blocks, kWarpsPerBlock * 32, 0, ctx.stream>>>(dinp, dsum, dout, x, mean, rstd,
+    layernorm_backward_kernel<8, DX><<<blocks, kWarpsPerBlock * 32, 0, ctx.stream>>>(dinp, dsum, dout, x, mean, rstd,
                                                                                  gamma, N, C, d, at);
   } else {
-    layernorm_backward_kernel<1><<<blocks, kWarpsPerBlock * 32, 0, ctx.stream>>>(dinp, dsum, dout, x, mean, rstd,
+    layernorm_backward_kernel<1, DX><<<blocks, kWarpsPerBlock * 32, 0, ctx.stream>>>(dinp, dsum, dout, x, mean, rstd,
                                                                                  gamma, N, C, d, at);
   }
   CUDA_CHECK_LAUNCH();
@@ -360,7 +370,7 @@ void embedding_layernorm_forward(CudaContext& ctx, const ops::EmbeddingForward& 
   launch_forward(ctx, a, p.dropout);
 }
 
-void layernorm_dropout_backward(CudaContext& ctx, DeviceScratch& scratch, bf16* dx, float* dgamma, float* dbeta,
+void layernorm_dropout_backward(CudaContext& ctx, DeviceScratch& scratch, float* dx, float* dgamma, float* dbeta,
                                 const bf16* dy, const bf16* x, const float* mean, const float* rstd,
                                 const bf16* gamma, int N, int C, const ops::Dropout& dropout) {
   launch_backward(ctx, scratch, dx, nullptr, dgamma, dbeta, dy, x, mean, rstd, gamma, N, C, dropout,

@@ -14,9 +14,9 @@ void residual_layernorm_backward(CudaContext& ctx, OpScratch& scratch, const ops
 
 // The embeddings' forward in one kernel: the three gathers and their sum (saved), LayerNorm, then dropout.
 void embedding_layernorm_forward(CudaContext& ctx, const ops::EmbeddingForward& p);
-// dx = LayerNorm backward of dy * dropout mask (the mask of the forward above, or none); dgamma and dbeta
+// dx = LayerNorm backward of dy * dropout mask (the embeddings' mask, or none), kept in fp32; dgamma and dbeta
 // accumulated from the same masked dy.
-void layernorm_dropout_backward(CudaContext& ctx, DeviceScratch& scratch, bf16* dx, float* dgamma, float* dbeta,
+void layernorm_dropout_backward(CudaContext& ctx, DeviceScratch& scratch, float* dx, float* dgamma, float* dbeta,
                                 const bf16* dy, const bf16* x, const float* mean, const float* rstd,
                                 const bf16* gamma, int N, int C, const ops::Dropout& dropout);
 

@@ -69,6 +69,9 @@ GemmRunner::Plan& GemmRunner::plan_for(CudaContext& ctx, const Gemm& g, const Ke
     const int64_t ld_aux = g.ld_aux;
     set_desc(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld_aux, sizeof ld_aux);
   }
+  // The heuristic reads the bias and aux pointers' alignment from their values (the key holds those alignments).
+  if (has_bias(g.epilogue)) set_desc(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias, sizeof g.bias);
+  if (has_aux(g.epilogue)) set_desc(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &g.aux, sizeof g.aux);
   // Operand shapes as stored (before op()).
   plan.a = make_layout(g.type_a, g.trans_a ? g.k : g.m, g.trans_a ? g.m : g.k, g.lda, g.batch, g.stride_a);
   plan.b = make_layout(g.type_b, g.trans_b ? g.n : g.k, g.trans_b ? g.k : g.n, g.ldb, g.batch, g.stride_b);

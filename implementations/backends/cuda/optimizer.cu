@@ -24,7 +24,8 @@ __device__ __forceinline__ ChunkRange chunk_at(const ops::Chunks& chunks, int c)
           chunks.tensor[at]};
 }
 
-// True in every thread of the last block to finish (after all blocks' writes of `partial` are visible).
+// True in every thread of the last block to finish (after all blocks' writes of `partial` are visible; it reads
+// them with __ldcg, past L1).
 __device__ __forceinline__ bool last_block_done(int* counter) {
   __shared__ bool last;
   __threadfence();
@@ -58,7 +59,7 @@ __global__ void __launch_bounds__(kThreads)
   if (threadIdx.x == 0) partial[blockIdx.x] = s;
   if (!last_block_done(counter)) return;
   double total = 0.0;
-  for (int c = threadIdx.x; c < chunks.count; c += blockDim.x) total += partial[c];
+  for (int c = threadIdx.x; c < chunks.count; c += blockDim.x) total += __ldcg(partial + c);
   total = block_sum(total, shared);
   if (threadIdx.x != 0) return;
   if (partial_out) {
@@ -137,8 +138,8 @@ __global__ void __launch_bounds__(kThreads) lamb_moments_kernel(LambMomentArgs a
     if (c > 0 && tensor[c - 1] == tensor[c]) continue;
     double ws = 0.0, us = 0.0;
     for (int k = c; k < count && tensor[k] == tensor[c]; ++k) {
-      ws += partial[2 * k];
-      us += partial[2 * k + 1];
+      ws += __ldcg(partial + 2 * k);
+      us += __ldcg(partial + 2 * k + 1);
     }
     a.norms[2 * tensor[c]] += ws;
     a.norms[2 * tensor[c] + 1] += us;

@@ -1,0 +1,103 @@
+// Data-parallel training for test_dist_training.cpp, run as one process or under mpirun (also across the hosts of
+// scripts/netns_hosts.sh): the training step of a session (harness/train_step.h) with the reducer and LAMB a config's
+// "distributed" block chooses, fed so that W ranks of n micro-batches see exactly the micro-batches of one rank with
+// n x W. Every process reads the config's train data in file order (no shuffle); step s uses the n x W batches
+// s*n*W .. s*n*W + n*W - 1, of which rank r takes numbers m*W + r (m < n): the micro-batch one rank runs as number
+// m*W + r, with the same dropout masks (the step keys them so). The session's reader deals rows to ranks
+// differently, which is why this probe feeds the step itself.
+//
+//   dist_train_probe CONFIG STEPS OUT   prints "step S loss L" (rank 0, L summed over micro-batches and ranks and
+//                                       divided by their number, as the session does) and writes the final fp32
+//                                       master weights to OUT (rank 0), then "reduction: ..." on stderr
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <vector>
+
+#include "core/errors.h"
+#include "data/reader.h"
+#include "dist/context.h"
+#include "dist/reducer.h"
+#include "harness/train_config.h"
+#include "harness/train_step.h"
+#include "model/bert.h"
+#include "model/bert_params.h"
+#include "model/param_buffers.h"
+#include "optim/lamb.h"
+
+using namespace bertperf;
+
+namespace {
+
+int train(DistContext& dist, const std::string& config_path, int steps, const std::string& out) {
+  const TrainConfig c = load_train_config(config_path);
+  const int W = dist.size(), r = dist.rank(), n = c.grad_accum_steps;
+  if (c.ranks != W) throw_input(config_path, cat("batch.ranks is ", c.ranks, " but the job has ", W, " ranks"));
+
+  ReaderOptions o;
+  o.files = c.train_files;
+  o.batch_rows = c.local_batch_size;
+  o.seq_len = c.seq_len;
+  o.max_predictions = c.max_predictions;
+  o.vocab_size = c.model.vocab_size;
+  o.pad_predictions = false;
+  o.shuffle = false;
+  PretrainingReader reader(o);
+  const int read = std::max(steps, 1);  // STEPS 0: the initial parameters, from a model sized by one batch
+  std::vector<Batch> batches(static_cast<size_t>(read) * n);  // this rank's, step by step
+  for (int s = 0; s < read; ++s)
+    for (int j = 0; j < n * W; ++j) {
+      Batch b;
+      BERT_CHECK(reader.next(b), "the reader ran dry");
+      if (j % W == r) batches[static_cast<size_t>(s) * n + j / W] = std::move(b);
+    }
+
+  const std::unique_ptr<Backend> backend = make_backend(c.backend);
+  const TensorTable table = bert_parameter_table(c.model);
+  ParamBuffers params(*backend, table);
+  const auto reducer =
+      make_grad_reducer(*backend, dist, c.reduction, table.total_elements(), FlatChunks::starts(table));
+  const FlatRange part = reducer->part(table.total_elements());
+  Lamb lamb(*backend, table, c.lamb, part.begin, part.end);
+  BertModel model(*backend, c.model, table, batches[0].capacity);
+  TrainStep step(*backend, model, params, lamb, *reducer,
+                 {.micro_batches = n, .ranks = W, .rank = r, .seed = 7,
+                  .clip = c.clip_after_reduction ? ClipMode::AFTER_REDUCTION : ClipMode::PER_MICRO_BATCH},
+                 batches[0].capacity);
+  FlatTensors host(table);
+  bert_init_parameters(host, c.model, 7);
+  params.upload(host);
+  std::cerr << cat("rank ", r, ": reduction: ", reducer->describe(), "; LAMB state ", lamb.state_bytes(), " bytes\n");
+
+  for (int s = 0; s < steps; ++s) {
+    std::vector<const Batch*> micro;
+    for (int m = 0; m < n; ++m) micro.push_back(&batches[static_cast<size_t>(s) * n + m]);
+    const StepStats stats = step.run(micro, s);
+    double loss = stats.loss.mlm_loss + stats.loss.nsp_loss;
+    dist.allreduce_sum(&loss, 1);
+    if (dist.is_root()) std::printf("step %d loss %.17g\n", s + 1, loss / (n * W));
+  }
+  params.download(host);
+  if (dist.is_root()) {
+    std::ofstream file(out, std::ios::binary);
+    file.write(reinterpret_cast<const char*>(host.data()),
+               static_cast<std::streamsize>(table.total_elements() * sizeof(float)));
+    BERT_CHECK(file.good(), "writing ", out);
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::unique_ptr<DistContext> dist;
+  try {
+    dist = DistContext::create();
+    if (argc != 4) throw_input("command line", "usage: dist_train_probe CONFIG STEPS OUT");
+    return train(*dist, argv[1], std::stoi(argv[2]), argv[3]);
+  } catch (...) {
+    return report_failure("dist_train_probe", dist.get());
+  }
+}

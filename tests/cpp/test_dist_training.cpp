@@ -1,0 +1,265 @@
+// Data-parallel training equals one rank with the same global batch (dist_train_probe.cpp feeds both the same
+// micro-batches): over 20 steps of a tiny BERT with dropout on, every step's loss within 1e-6 relative and every
+// parameter within 1e-5, for each reduction (plain all-reduce, bucketed and overlapped with the backward,
+// hierarchical, sharded LAMB) in the clip modes it runs in. Under `mpirun -np 2` on this host, and as 2 hosts x 2
+// ranks over TCP between network namespaces (scripts/netns_hosts.sh), skipped with the reason where this machine
+// does not permit them.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "core/errors.h"
+#include "synthetic_data.h"
+#include "temp_dir.h"
+
+using namespace bertperf;
+using bertperf::testing::TempDir;
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Command {
+  int code;
+  std::string out, err;
+};
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+Command shell(const std::string& command, const fs::path& dir) {
+  const std::string out = (dir / "out.txt").string(), err = (dir / "err.txt").string();
+  const int raw = std::system(cat(command, " >", out, " 2>", err).c_str());
+  return {WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, slurp(out), slurp(err)};
+}
+
+bool have_mpirun() { return std::system("command -v mpirun >/dev/null 2>&1") == 0; }
+
+struct Case {
+  const char* name;
+  const char* reduction;  // the "reduction" block
+  bool after_reduction;   // clip mode
+  const char* described;  // what the probe's "reduction:" line must say
+};
+
+const Case kCases[] = {
+    {"allreduce", R"({"algorithm": "allreduce"})", false, "all-reduce over MPI"},
+    {"allreduce-after", R"({"algorithm": "allreduce"})", true, "all-reduce over MPI"},
+    {"bucketed", R"({"algorithm": "bucketed", "bucket_mb": 0.01})", true, "bucketed all-reduce over MPI"},
+    {"hierarchical", R"({"algorithm": "hierarchical"})", true, "hierarchical over MPI"},
+    {"sharded", R"({"algorithm": "allreduce", "shard_optimizer": true})", false, "sharded (ZeRO-1)"},
+    {"sharded-after", R"({"algorithm": "allreduce", "shard_optimizer": true})", true, "sharded (ZeRO-1)"},
+};
+
+// Train data, benchmark.json and configs for a tiny BERT with dropout.
+class TrainFiles {
+ public:
+  explicit TrainFiles(const fs::path& dir) : dir_(dir) {
+    fs::create_directories(dir);
+    write_varlength((dir / "train.hdf5").string(), bertperf::testing::synthetic_sequences(640, 32, 64, 5, 1));
+    write_varlength((dir / "eval.hdf5").string(), bertperf::testing::synthetic_sequences(16, 32, 64, 5, 2));
+    std::ofstream(dir / "benchmark.json") << R"({
+  "name": "synthetic", "submission_benchmark": "bert", "division": "open", "target_accuracy": 0.5,
+  "eval_samples": 16, "eval_interval": {"scale": 1.0, "per_global_batch_sample": 0.0, "offset": 256,
+  "round_down_to": 1}, "runs": 1
+})";
+  }
+
+  // A config of `ranks` x `accum` micro-batches of 8 sequences.
+  std::string config(const std::string& name, int ranks, int accum, bool after_reduction,
+                     const std::string& reduction) const {
+    const std::string path = (dir_ / (name + ".json")).string();
+    std::ofstream(path) << R"({
+  "benchmark": "synthetic", "system": "test_cpu",
+  "bert_config": {"vocab_size": 64, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4,
+                  "intermediate_size": 64, "hidden_act": "gelu", "hidden_dropout_prob": 0.1,
+                  "attention_probs_dropout_prob": 0.1, "max_position_embeddings": 64, "type_vocab_size": 2,
+                  "initializer_range": 0.02},
+  "data": {"train_files": ["train.hdf5"], "eval_file": "eval.hdf5", "seq_len": 32, "max_predictions": 5,
+           "packed": false},
+  "batch": {"local_batch_size": 8, "grad_accum_steps": )"
+                        << accum << R"(, "ranks": )" << ranks << R"(},
+  "backend": {"name": "cpu", "threads": 1},
+  "distributed": {"clip": ")"
+                        << (after_reduction ? "after_reduction" : "per_micro_batch") << R"(", "reduction": )"
+                        << reduction << R"(},
+  "lamb": {"learning_rate": 0.01, "beta1": 0.9, "beta2": 0.999, "epsilon": 1e-06, "weight_decay": 0.01,
+           "max_grad_norm": 1.0, "train_steps": 1000, "warmup_steps": 0, "start_warmup_step": 0, "poly_power": 1.0},
+  "eval": {"batch_size": 16}
+})";
+    return path;
+  }
+  const fs::path& dir() const { return dir_; }
+
+ private:
+  fs::path dir_;
+};
+
+struct Trained {
+  std::vector<double> losses;
+  std::vector<float> params;
+  std::string err;
+};
+
+constexpr int kSteps = 20;
+
+Trained train(const std::string& launch, const std::string& config, const fs::path& dir, const std::string& name,
+              int steps = kSteps) {
+  const std::string out = (dir / (name + ".params")).string();
+  const Command c = shell(cat("timeout 120 ", launch, " ", BERTPERF_BINARY_DIR, "/bin/dist_train_probe ", config, " ",
+                              steps, " ", out),
+                          dir);
+  EXPECT_EQ(c.code, 0) << name << ": " << c.out << c.err;
+  Trained t;
+  t.err = c.err;
+  std::istringstream lines(c.out);
+  for (std::string line; std::getline(lines, line);) {
+    int step = 0;
+    double loss = 0;
+    if (std::sscanf(line.c_str(), "step %d loss %lf", &step, &loss) == 2) t.losses.push_back(loss);
+  }
+  std::ifstream file(out, std::ios::binary);
+  std::vector<char> bytes((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  t.params.resize(bytes.size() / sizeof(float));
+  std::memcpy(t.params.data(), bytes.data(), t.params.size() * sizeof(float));
+  return t;
+}
+
+void expect_same_training(const Trained& one, const Trained& many, const char* name) {
+  SCOPED_TRACE(name);
+  ASSERT_EQ(one.losses.size(), size_t(kSteps));
+  ASSERT_EQ(many.losses.size(), size_t(kSteps)) << many.err;
+  double worst_loss = 0;
+  for (int s = 0; s < kSteps; ++s) {
+    EXPECT_LE(std::fabs(many.losses[s] - one.losses[s]), 1e-6 * std::fabs(one.losses[s]))
+        << "step " << s + 1 << ": " << many.losses[s] << " vs one rank's " << one.losses[s];
+    worst_loss = std::max(worst_loss, std::fabs(many.losses[s] - one.losses[s]) / std::fabs(one.losses[s]));
+  }
+  ASSERT_EQ(many.params.size(), one.params.size());
+  ASSERT_FALSE(one.params.empty());
+  double worst = 0;
+  size_t at = 0;
+  for (size_t i = 0; i < one.params.size(); ++i)
+    if (std::fabs(double(many.params[i]) - one.params[i]) > worst) {
+      worst = std::fabs(double(many.params[i]) - one.params[i]);
+      at = i;
+    }
+  EXPECT_LE(worst, 1e-5) << "parameter " << at << ": " << many.params[at] << " vs one rank's " << one.params[at];
+  std::cout << name << ": loss within " << worst_loss << " relative, parameters within " << worst << "\n";
+}
+
+// One rank's 20 steps, then each case launched by `launch` as `ranks` ranks of 4 / ranks micro-batches.
+void run_cases(const std::string& launch, int ranks, const fs::path& dir) {
+  TrainFiles setup(dir);
+  const Trained one[2] = {
+      train("", setup.config("one", 1, 4, false, R"({"algorithm": "allreduce"})"), dir, "one"),
+      train("", setup.config("one-after", 1, 4, true, R"({"algorithm": "allreduce"})"), dir, "one-after")};
+  // The 20 steps moved the parameters well past the tolerance (so a match is not a matter of doing little).
+  const Trained init = train("", setup.config("init", 1, 4, false, R"({"algorithm": "allreduce"})"), dir, "init", 0);
+  double moved = 0;
+  for (size_t i = 0; i < init.params.size() && i < one[0].params.size(); ++i)
+    moved = std::max(moved, std::fabs(double(one[0].params[i]) - init.params[i]));
+  ASSERT_GT(moved, 1e-2);
+  for (const Case& c : kCases) {
+    const Trained many =
+        train(launch, setup.config(c.name, ranks, 4 / ranks, c.after_reduction, c.reduction), dir, c.name);
+    EXPECT_NE(many.err.find(c.described), std::string::npos) << c.name << ": " << many.err;
+    expect_same_training(one[c.after_reduction], many, c.name);
+  }
+}
+
+}  // namespace
+
+TEST(DistTraining, TwoRanksEqualOneForEveryReduction) {
+#ifndef BERTPERF_HAVE_MPI
+  GTEST_SKIP() << "built without MPI";
+#else
+  if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
+  TempDir dir("bertperf_dist_training");
+  run_cases("mpirun -np 2 --oversubscribe --allow-run-as-root --mca mpi_yield_when_idle 1", 2, dir.path);
+#endif
+}
+
+// The session's path (`bertperf train`, TrainSession): under mpirun -np 2, sharded LAMB and the bucketed reducer
+// print the same losses as the plain all-reduce (the same rows dealt to the same ranks), and the sharded run logs
+// about half the optimizer state per rank.
+TEST(DistTraining, TrainCommandLogsTheReductionAndShardedState) {
+#ifndef BERTPERF_HAVE_MPI
+  GTEST_SKIP() << "built without MPI";
+#else
+  if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
+  TempDir dir("bertperf_dist_train_cli");
+  TrainFiles setup(dir.path);
+  auto run = [&](const char* name, const char* reduction) {
+    const std::string config = setup.config(name, 2, 2, true, reduction);
+    return shell(cat("timeout 120 mpirun -np 2 --oversubscribe --allow-run-as-root --mca mpi_yield_when_idle 1 ",
+                     BERTPERF_BINARY_DIR, "/bin/bertperf train --config ", config, " --seed 3 --steps 5"),
+                 dir.path);
+  };
+  auto losses = [](const std::string& out) {
+    std::vector<double> l;
+    std::istringstream lines(out);
+    for (std::string line; std::getline(lines, line);)
+      if (auto at = line.find(" loss "); at != std::string::npos) l.push_back(std::stod(line.substr(at + 6)));
+    return l;
+  };
+  const Command plain = run("plain", R"({"algorithm": "allreduce"})");
+  const Command sharded = run("sharded", R"({"shard_optimizer": true})");
+  const Command bucketed = run("bucketed", R"({"algorithm": "bucketed", "bucket_mb": 0.01})");
+  for (const Command* c : {&plain, &sharded, &bucketed}) ASSERT_EQ(c->code, 0) << c->out << c->err;
+  const auto want = losses(plain.out);
+  ASSERT_EQ(want.size(), 5u) << plain.out;
+  for (const Command* c : {&sharded, &bucketed}) {
+    const auto got = losses(c->out);
+    ASSERT_EQ(got.size(), 5u) << c->out;
+    for (size_t i = 0; i < got.size(); ++i) EXPECT_LE(std::fabs(got[i] - want[i]), 1e-6 * std::fabs(want[i])) << i;
+  }
+  EXPECT_NE(bucketed.err.find("reduction: bucketed all-reduce over MPI"), std::string::npos) << bucketed.err;
+  // "LAMB state X MiB on this rank (Y MiB unsharded)" from each rank.
+  for (int r = 0; r < 2; ++r) {
+    const std::string tag = cat("rank ", r, ": reduction: sharded (ZeRO-1)");
+    const size_t at = sharded.err.find(tag);
+    ASSERT_NE(at, std::string::npos) << sharded.err;
+    double mine = 0, full = 0;
+    ASSERT_EQ(std::sscanf(sharded.err.c_str() + sharded.err.find("LAMB state ", at),
+                          "LAMB state %lf MiB on this rank (%lf MiB unsharded)", &mine, &full), 2)
+        << sharded.err;
+    EXPECT_NEAR(mine / full, 0.5, 0.1) << sharded.err;
+  }
+#endif
+}
+
+// Two hosts of two ranks each, Open MPI over TCP between network namespaces.
+TEST(DistTraining, TwoHostsOfTwoRanksEqualOneForEveryReduction) {
+#ifndef BERTPERF_HAVE_MPI
+  GTEST_SKIP() << "built without MPI";
+#else
+  if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
+  TempDir dir("bertperf_dist_hosts");
+  const std::string script = cat(BERTPERF_SOURCE_DIR, "/scripts/netns_hosts.sh");
+  const int id = static_cast<int>(getpid());
+  const std::string env =
+      cat("env NETNS_PREFIX=bp", id % 1000000, " NETNS_SUBNET=10.", 200 + id % 50, ".", id / 50 % 250, " ");
+  const Command check = shell(env + script + " check", dir.path);
+  if (check.code != 0) GTEST_SKIP() << "network namespaces: " << check.out << check.err;
+  struct Hosts {  // taken down however the test ends
+    std::string down;
+    ~Hosts() { std::system(down.c_str()); }
+  } hosts{env + script + " down >/dev/null 2>&1"};
+  const Command up = shell(env + script + " up 2", dir.path);
+  ASSERT_EQ(up.code, 0) << up.out << up.err;
+  run_cases(cat(env, "MPIRUN_ARGS='--mca mpi_yield_when_idle 1' ", script, " mpirun 2 2"), 4, dir.path);
+#endif
+}
