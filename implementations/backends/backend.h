@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -32,6 +33,15 @@ struct BackendOptions {
   std::string name = "cpu";  // "cpu" (fp32), "cpu-f64" (the oracle), "cuda"
   int threads = 0;           // CPU threads (0: all)
   int device = -1;           // CUDA device (-1: the local rank's)
+  bool capture = true;       // replay the training step as one captured graph where the backend can (CUDA graphs)
+};
+
+// Ops recorded once and replayed with the same pointers and sizes (a CUDA graph); what they read from backend
+// memory (the step's scalars, a staged batch) may change between replays.
+class CapturedOps {
+ public:
+  virtual ~CapturedOps() = default;
+  virtual void replay() = 0;  // asynchronous, ordered with the ops like any op
 };
 
 class Backend {
@@ -76,6 +86,11 @@ class Backend {
   // The CUDA stream the ops run on (a cudaStream_t), for a communicator that must be ordered with them (the NCCL
   // gradient reducer); null where ops run on the host.
   virtual void* native_stream() { return nullptr; }
+
+  // Records the ops that `issue` makes, without running them, for replay; null where the backend cannot (the CPU
+  // runs ops as they are issued). Inside `issue`: ops, fill_zero and copy only; no allocation, upload, download or
+  // synchronize, and every op at a shape it has run at before (libraries plan on a shape's first call).
+  virtual std::unique_ptr<CapturedOps> capture(const std::function<void()>& issue) { return nullptr; }
 
   // ---- sizes the ops need ----
   // Bytes of AttentionForward::saved for a batch of up to `tokens` tokens in sequences of at most max_seqlen.

@@ -37,13 +37,67 @@ BertConfig bench_shape(const std::string& name) {
 }
 
 // Training FLOPs of one step: 3x the forward (forward, and the two GEMMs of each backward),
-// counting the GEMM-shaped work: the four attention projections, the FFN, QK^T and PV, the
+// counting the GEMM-shaped work: the four attention projections, the FFN, QK^T and PV (within each sequence), the
 // pooler, the MLM transform and decoder at the masked rows, and NSP.
-double step_flops(const BertConfig& c, int B, int S, int P) {
-  const double N = double(B) * S, H = c.hidden_size, I = c.intermediate_size, V = c.vocab_size, M = double(B) * P;
-  const double per_layer = 2 * N * (4 * H * H + 2 * H * I) + 2 * 2 * double(B) * S * S * H;
-  const double heads = 2 * M * (H * H + H * V) + 2 * double(B) * (H * H + 2 * H);
+double step_flops(const BertConfig& c, const Batch& b) {
+  const double H = c.hidden_size, I = c.intermediate_size, V = c.vocab_size, M = b.predictions;
+  double per_layer = 2 * double(b.tokens) * (4 * H * H + 2 * H * I);
+  for (int s = 0; s < b.sequences; ++s) {
+    const double T = b.cu_seqlens[s + 1] - b.cu_seqlens[s];
+    per_layer += 2 * 2 * T * T * H;
+  }
+  const double heads = 2 * M * (H * H + H * V) + 2 * double(b.sequences) * (H * H + 2 * H);
   return 3 * (c.num_hidden_layers * per_layer + heads);
+}
+
+// MLPerf phase-2 shapes: B packed rows of 512 tokens holding up to 3 sequences each. The rows cycle through four
+// packings whose aggregates are the published ones of the MLPerf packed data set: 2 sequences per row (1.999) of
+// 254 real tokens on average, 76 predictions per row (0.15 of each sequence, at most 76). Shared with
+// scripts/bench_pytorch_gpu.py, so both time the same sequences.
+const std::vector<std::vector<int>> kPhase2Rows = {{508}, {300, 208}, {380, 128}, {200, 160, 148}};
+
+int phase2_predictions(int length) { return std::min(76, int(0.15 * length + 0.5)); }
+
+Batch packed_batch(int B, int V, uint32_t seed) {
+  constexpr int S = 512;
+  std::mt19937 rng(seed);
+  Batch b;
+  b.capacity = {B * S, B * 3, B * 76, S};
+  for (int r = 0; r < B; ++r) {
+    for (int len : kPhase2Rows[r % kPhase2Rows.size()]) {
+      const int first = b.tokens;
+      b.cu_seqlens.push_back(first);
+      for (int t = 0; t < len; ++t) {
+        b.input_ids.push_back(5 + int(rng() % (V - 5)));
+        b.segment_ids.push_back(t >= len / 2);
+        b.position_ids.push_back(t);
+      }
+      std::vector<int> slots(len - 1);
+      for (int t = 0; t < len - 1; ++t) slots[t] = first + t + 1;
+      std::shuffle(slots.begin(), slots.end(), rng);
+      slots.resize(phase2_predictions(len));
+      std::sort(slots.begin(), slots.end());
+      for (int pos : slots) {
+        b.mlm_positions.push_back(pos);
+        b.mlm_labels.push_back(5 + int(rng() % (V - 5)));
+        b.mlm_weights.push_back(1.0f);
+      }
+      b.nsp_labels.push_back(int(rng() % 2));
+      b.tokens += len;
+      b.sequences += 1;
+    }
+  }
+  b.predictions = int(b.mlm_positions.size());
+  // Filler up to the capacities (data/batch.h).
+  b.input_ids.resize(b.capacity.tokens, 0);
+  b.segment_ids.resize(b.capacity.tokens, 0);
+  b.position_ids.resize(b.capacity.tokens, 0);
+  b.cu_seqlens.resize(b.capacity.sequences + 1, b.tokens);
+  b.nsp_labels.resize(b.capacity.sequences, 0);
+  b.mlm_positions.resize(b.capacity.predictions, 0);
+  b.mlm_labels.resize(b.capacity.predictions, 0);
+  b.mlm_weights.resize(b.capacity.predictions, 0.0f);
+  return b;
 }
 
 // A batch of B full-length sequences of S tokens with P masked-LM predictions each, in the reader's compacted
@@ -80,14 +134,17 @@ int cmd_bench_step(const Args& args, DistContext& dist) {
   const Options opt(args,
                     {"model", "config", "backend", "batch", "seq-len", "predictions", "threads", "warmup", "steps",
                      "repeats"},
-                    {"help"});
+                    {"help", "packed", "eager"});
   if (opt.flag("help")) {
     std::cout << "usage: bertperf bench-step [--model mini|base|large | --config CONFIG.json] [--backend cpu|cuda]\n"
                  "                          [--batch 32] [--seq-len 128] [--predictions P] [--threads N] [--warmup 2]\n"
-                 "                          [--steps 5] [--repeats 3]\n"
+                 "                          [--steps 5] [--repeats 3] [--packed] [--eager]\n"
                  "  --model   a standard shape: mini (L4 H256), base (L12 H768) or large (L24 H1024)\n"
                  "  --config  the model, batch, sequence length, predictions and threads of a train config\n"
-                 "            (e.g. benchmarks/bert/mini/cpu_2c.json); the other options override them\n";
+                 "            (e.g. benchmarks/bert/mini/cpu_2c.json); the other options override them\n"
+                 "  --packed  MLPerf phase-2 shapes: --batch packed rows of 512 tokens, about 2 sequences of 254\n"
+                 "            real tokens and 76 predictions per row (seqs_per_s counts sequences)\n"
+                 "  --eager   no captured step (CUDA graph) even where the backend can capture\n";
     return 0;
   }
   if (opt.get("model") && opt.get("config")) throw_input("command line", "give --model or --config, not both");
@@ -108,8 +165,9 @@ int cmd_bench_step(const Args& args, DistContext& dist) {
   } else {
     config = bench_shape(model_name);
   }
+  const bool packed = opt.flag("packed");
   B = int(opt.integer("batch", B, 1, 1 << 20));
-  S = int(opt.integer("seq-len", S, 1, 1 << 20));
+  S = int(opt.integer("seq-len", packed ? 512 : S, 1, 1 << 20));
   P = int(opt.integer("predictions", P > 0 && !opt.get("seq-len") ? P
                                      : S == 512 ? 76 : S == 128 ? 20 : std::max(1, int(0.15 * S + 0.5)), 1, 1 << 20));
   const int warmup = int(opt.integer("warmup", 2, 0, 1 << 20)), steps = int(opt.integer("steps", 5, 1, 1 << 20)),
@@ -122,6 +180,9 @@ int cmd_bench_step(const Args& args, DistContext& dist) {
   BackendOptions backend_options = backend_wanted;
   if (opt.get("threads")) backend_options.threads = int(opt.integer("threads", 0, 0, 1024));
   if (auto name = opt.get("backend")) backend_options.name = *name;
+  if (opt.flag("eager")) backend_options.capture = false;
+  if (packed && (S != 512 || config.max_position_embeddings < 512))
+    throw_input("command line", "--packed takes MLPerf phase-2 rows of 512 tokens: give --seq-len 512 (or none)");
   const std::unique_ptr<Backend> backend = make_backend(backend_options);
 
   const TensorTable table = bert_parameter_table(config);
@@ -136,18 +197,29 @@ int cmd_bench_step(const Args& args, DistContext& dist) {
       make_grad_reducer(*backend, dist, reduction, table.total_elements(), FlatChunks::starts(table));
   const FlatRange part = reducer->part(table.total_elements());
   Lamb lamb(*backend, table, hp, part.begin, part.end);
-  const Batch batch = random_batch(B, S, P, config.vocab_size, 1);
+  // Two batches in turn, the next staged while a step runs (as a training run does).
+  const Batch batches[2] = {packed ? packed_batch(B, config.vocab_size, 1) : random_batch(B, S, P, config.vocab_size, 1),
+                            packed ? packed_batch(B, config.vocab_size, 2) : random_batch(B, S, P, config.vocab_size, 2)};
+  const Batch& batch = batches[0];
+  if (packed) P = batch.capacity.predictions / B;
   BertModel model(*backend, config, table, batch.capacity);
   TrainStep train_step(*backend, model, params, lamb, *reducer,
                        {.ranks = dist.size(), .rank = dist.rank(), .seed = 1,
-                        .clip = clip_after_reduction ? ClipMode::AFTER_REDUCTION : ClipMode::PER_MICRO_BATCH},
+                        .clip = clip_after_reduction ? ClipMode::AFTER_REDUCTION : ClipMode::PER_MICRO_BATCH,
+                        .capture = backend_options.capture},
                        batch.capacity);
-  const std::vector<const Batch*> micro = {&batch};
+  const std::vector<const Batch*> micro[2] = {{&batches[0]}, {&batches[1]}};
   int64_t step_index = 0;
-  auto step = [&] { train_step.run(micro, step_index++); };
+  auto step = [&] {
+    train_step.launch(micro[step_index % 2], step_index);
+    train_step.stage_next(micro[(step_index + 1) % 2]);
+    train_step.finish();
+    ++step_index;
+  };
   for (int i = 0; i < warmup; ++i) step();
 
-  const double flops = step_flops(config, B, S, P);
+  const double flops = step_flops(config, batch);
+  const int sequences = batch.sequences;
   size_t param_count = 0;
   for (const auto& t : table.tensors()) param_count += t.numel;
   struct Repeat {
@@ -164,7 +236,7 @@ int cmd_bench_step(const Args& args, DistContext& dist) {
         "{\"bench\": \"bertperf_step\", \"model\": \"%s\", \"backend\": \"%s\", \"batch\": %d, \"seq_len\": %d, "
         "\"predictions\": %d, \"threads\": %d, \"params\": %zu, %s\"step_s\": %.5f, \"seqs_per_s\": %.3f, \"gflops\": %.1f, "
         "\"gemm_share\": %.3f, \"gemm_gflops\": %.1f, \"arena_mib\": %.1f, \"peak_rss_mib\": %.1f}\n",
-        model_name.c_str(), backend->name().c_str(), B, S, P, backend_options.threads, param_count, extra.c_str(), r.step_s, B / r.step_s,
+        model_name.c_str(), backend->name().c_str(), B, S, P, backend_options.threads, param_count, extra.c_str(), r.step_s, sequences / r.step_s,
         flops / r.step_s * 1e-9, r.gemm_s / r.step_s, r.gemm_s > 0 ? r.gemm_flops / r.gemm_s * 1e-9 : 0.0,
         model.arena_bytes() / 1048576.0, usage.ru_maxrss / 1024.0);
     std::fflush(stdout);
@@ -184,7 +256,9 @@ int cmd_bench_step(const Args& args, DistContext& dist) {
     line(cat("\"repeat\": ", r, ", "), this_repeat);
   }
   gemm.enabled = false;
-  line("\"summary\": \"best\", ", best);
+  line(cat("\"summary\": \"best\", \"packed\": ", packed ? "true" : "false", ", \"sequences\": ", sequences,
+           ", \"captured\": ", train_step.captured() ? "true" : "false", ", "),
+       best);
   return 0;
 }
 

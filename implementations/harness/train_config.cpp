@@ -217,6 +217,7 @@ TrainConfig load_train_config(const std::string& path, bool check_data) {
     c.backend.name = b.required<std::string>("name");
     c.backend.threads = b.optional<int>("threads", 0);
     c.backend.device = b.optional<int>("device", -1);
+    c.backend.capture = b.optional<bool>("cuda_graph", true);
     b.reject_unknown();
     require(c.backend.name == "cpu" || c.backend.name == "cpu-f64" || c.backend.name == "cuda", where,
             "field 'name' must be \"cpu\", \"cpu-f64\" or \"cuda\", got \"" + c.backend.name + "\"");

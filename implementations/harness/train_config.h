@@ -14,7 +14,9 @@
 //               "max_predictions": int, "packed": bool },
 //     "batch": { "local_batch_size": int, "grad_accum_steps": int, "ranks": int },
 //     "backend": { "name": "cpu" | "cpu-f64" | "cuda", "threads": int (optional, CPU threads per rank, 0 = all),
-//                  "device": int (optional, CUDA device, -1 = the local rank's) } (optional: cpu, all threads),
+//                  "device": int (optional, CUDA device, -1 = the local rank's),
+//                  "cuda_graph": bool (optional, default true: replay the step as a captured CUDA graph) }
+//                (optional: cpu, all threads),
 //     "distributed": { "clip": "per_micro_batch" (the reference's, default) | "after_reduction",
 //                      "balanced_batches": bool (optional, default false: each rank reads its own shards; true:
 //                      every step's global batch is dealt out by real tokens, data/reader.h),

@@ -60,6 +60,11 @@ struct TrainSession::Impl {
   std::unique_ptr<PretrainingReader> train_reader;
   std::vector<Batch> micro;                // this step's micro-batches
   std::vector<const Batch*> micro_ptrs;
+  // On a backend with static shapes (a GPU), the next step's micro-batches are read and staged while this step
+  // runs (TrainStep::stage_next); the sets take turns. The CPU reads each step's batches when it starts.
+  std::vector<Batch> ahead;
+  std::vector<const Batch*> ahead_ptrs;
+  bool ahead_ready = false;
   std::vector<Batch> eval_batches;         // read once, on the first evaluation
   bool eval_loaded = false;
   std::unique_ptr<BatchStage> eval_stage;
@@ -83,7 +88,8 @@ struct TrainSession::Impl {
         model(*backend, c.model, table, largest(train_capacity, eval_capacity)),
         step(*backend, model, params, lamb, *reducer,
              {.micro_batches = c.grad_accum_steps, .ranks = d.size(), .rank = d.rank(), .seed = seed,
-              .clip = c.clip_after_reduction ? ClipMode::AFTER_REDUCTION : ClipMode::PER_MICRO_BATCH},
+              .clip = c.clip_after_reduction ? ClipMode::AFTER_REDUCTION : ClipMode::PER_MICRO_BATCH,
+              .capture = c.backend.capture},
              train_capacity),
         micro(c.grad_accum_steps) {
     FlatTensors host(table);
@@ -94,6 +100,10 @@ struct TrainSession::Impl {
     }
     params.upload(host);
     for (const Batch& b : micro) micro_ptrs.push_back(&b);
+    if (backend->static_shapes()) {
+      ahead.resize(micro.size());
+      for (const Batch& b : ahead) ahead_ptrs.push_back(&b);
+    }
     // An empty eval set would report accuracy 0 over sequences never evaluated.
     eval_sequences = count_shard(c.eval_file).sequences;
     if (eval_sequences == 0) throw_input(c.eval_file, "the eval file holds no sequences");
@@ -141,9 +151,22 @@ struct TrainSession::Impl {
   }
 
   void optimizer_step() {
-    for (Batch& b : micro)
-      if (!reader().next(b)) throw_input(config.source, "training data ran out (no batches)");
-    const StepStats s = step.run(micro_ptrs, progress.optimizer_steps);
+    if (ahead_ready) {
+      std::swap(micro, ahead);  // vector swaps keep the elements where they are, so the pointer lists swap too
+      std::swap(micro_ptrs, ahead_ptrs);
+      ahead_ready = false;
+    } else {
+      for (Batch& b : micro)
+        if (!reader().next(b)) throw_input(config.source, "training data ran out (no batches)");
+    }
+    step.launch(micro_ptrs, progress.optimizer_steps);
+    if (!ahead.empty()) {
+      bool all = true;
+      for (Batch& b : ahead) all = all && reader().next(b);
+      if (all) step.stage_next(ahead_ptrs);
+      ahead_ready = all;  // a reader that ran out says so at the next step, as without reading ahead
+    }
+    const StepStats s = step.finish();
     // Summed over ranks in one all-reduce: sequences, loss, and whether anything was not finite.
     const double loss = s.loss.mlm_loss + s.loss.nsp_loss;
     double status[3] = {double(s.sequences), loss, (std::isfinite(loss) && s.nonfinite == 0) ? 0.0 : 1.0};

@@ -12,14 +12,16 @@ TrainStep::TrainStep(Backend& backend, BertModel& model, ParamBuffers& params, L
     : backend_(backend), model_(model), params_(params), lamb_(lamb), reducer_(reducer), options_(options) {
   BERT_CHECK(options.micro_batches > 0 && options.ranks > 0 && options.rank >= 0 && options.rank < options.ranks,
              "a training step needs micro_batches > 0 and a rank inside its world");
-  stages_.reserve(options.micro_batches);
-  for (int m = 0; m < options.micro_batches; ++m) stages_.emplace_back(backend, capacity);
+  stages_.reserve(2 * options.micro_batches);
+  for (int m = 0; m < 2 * options.micro_batches; ++m) stages_.emplace_back(backend, capacity);
   scalars_ = DeviceBuffer(backend, sizeof(ops::StepScalars));
   host_scalars_ = DeviceBuffer(backend, sizeof(ops::StepScalars), MemoryKind::PINNED);
   const int parts = options.micro_batches * options.ranks;
   if (options.clip == ClipMode::PER_MICRO_BATCH && parts > 1)
     accumulator_ = DeviceBuffer(backend, params.elements() * dtype_size(backend.master_dtype()));
   on_ready_ = [this](size_t begin, size_t end) { reducer_.ready(params_.grads(), begin, end); };
+  for (auto& v : staged_) v.reserve(options.micro_batches);  // so that no step allocates
+  can_capture_ = options.capture && backend.static_shapes() && options.ranks == 1;
   // A sharded reducer: this rank clips and updates the chunks of its part of the buffer.
   const FlatRange part = reducer.part(params.elements());
   const std::vector<int64_t>& begins = lamb.chunks().begins();
@@ -36,8 +38,31 @@ TrainStep::TrainStep(Backend& backend, BertModel& model, ParamBuffers& params, L
 TrainStep::~TrainStep() = default;
 
 StepStats TrainStep::run(const std::vector<const Batch*>& micro, int64_t updates_done) {
-  const int n = options_.micro_batches, W = options_.ranks;
+  launch(micro, updates_done);
+  return finish();
+}
+
+void TrainStep::stage(int set, const std::vector<const Batch*>& micro) {
+  const int n = options_.micro_batches;
   BERT_CHECK(static_cast<int>(micro.size()) == n, "a step of ", n, " micro-batches was handed ", micro.size());
+  for (int m = 0; m < n; ++m) stages_[set * n + m].stage(*micro[m], LossWeighting::MEAN);
+  staged_[set] = micro;
+}
+
+void TrainStep::stage_next(const std::vector<const Batch*>& next) {
+  BERT_CHECK(in_flight_, "TrainStep::stage_next belongs between launch() and finish()");
+  stage(1 - set_, next);
+  next_staged_ = true;
+}
+
+void TrainStep::launch(const std::vector<const Batch*>& micro, int64_t updates_done) {
+  const int n = options_.micro_batches, W = options_.ranks;
+  BERT_CHECK(!in_flight_, "TrainStep::launch called twice without finish()");
+  BERT_CHECK(static_cast<int>(micro.size()) == n, "a step of ", n, " micro-batches was handed ", micro.size());
+  // The sets take turns; the next set already holds these batches when stage_next() was handed them.
+  const int set = 1 - set_;
+  if (!(next_staged_ && staged_[set] == micro)) stage(set, micro);
+  next_staged_ = false;
 
   // The step's scalars: the dropout step of micro-batch m on this rank is updates_done * n * W + m * W + rank, so
   // a micro-batch draws the same masks whether it runs as one of n on one rank or on one of n ranks.
@@ -46,11 +71,41 @@ StepStats TrainStep::run(const std::vector<const Batch*>& micro, int64_t updates
   host.dropout.seed = options_.seed;
   host.dropout.step = static_cast<uint32_t>(updates_done * n * W + options_.rank);
   lamb_.fill_scalars(host, updates_done);
-  auto* scalars = scalars_.as<ops::StepScalars>();
-  backend_.upload(scalars, &host, sizeof host);
+  backend_.upload(scalars_.data(), &host, sizeof host);
 
-  StepStats out;
+  pending_ = StepStats{};
+  for (int m = 0; m < n; ++m) pending_.sequences += stages_[set * n + m].device().real_sequences;
   model_.zero_stats();
+  // The first step runs eagerly (every op at its shape once); each set is captured at its first step after that.
+  if (can_capture_ && steps_launched_ > 0 && !graphs_[set]) {
+    graphs_[set] = backend_.capture([this, set] { issue(set); });
+    if (!graphs_[set]) can_capture_ = false;  // this backend cannot: eager from now on
+  }
+  if (graphs_[set]) {
+    graphs_[set]->replay();
+  } else {
+    issue(set);
+  }
+  set_ = set;
+  in_flight_ = true;
+  ++steps_launched_;
+}
+
+StepStats TrainStep::finish() {
+  BERT_CHECK(in_flight_, "TrainStep::finish without launch()");
+  in_flight_ = false;
+  auto& host = *host_scalars_.as<ops::StepScalars>();
+  backend_.download(&host, scalars_.data(), sizeof host);
+  StepStats out = pending_;
+  out.loss = model_.read_stats();
+  out.grad_norm = std::sqrt(host.grad_norm_sq);
+  out.nonfinite = host.nonfinite;
+  return out;
+}
+
+void TrainStep::issue(int set) {
+  const int n = options_.micro_batches, W = options_.ranks;
+  auto* scalars = scalars_.as<ops::StepScalars>();
   const void* weights = params_.weights();
   void* grads = params_.grads();
   const size_t grad_bytes = params_.elements() * dtype_size(backend_.master_dtype());
@@ -60,8 +115,7 @@ StepStats TrainStep::run(const std::vector<const Batch*>& micro, int64_t updates
 
   if (options_.clip == ClipMode::PER_MICRO_BATCH) {
     for (int m = 0; m < n; ++m) {
-      const DeviceBatch& batch = stages_[m].stage(*micro[m], LossWeighting::MEAN);
-      out.sequences += batch.real_sequences;
+      const DeviceBatch& batch = stages_[set * n + m].device();
       model_.forward(batch, weights, true, &scalars->dropout, static_cast<uint32_t>(m * W));
       backend_.fill_zero(grads, grad_bytes);
       model_.backward(batch, weights, grads, 1.0f);
@@ -81,10 +135,9 @@ StepStats TrainStep::run(const std::vector<const Batch*>& micro, int64_t updates
     backend_.fill_zero(grads, grad_bytes);
     static const GradientsReady no_hook;
     for (int m = 0; m < n; ++m) {
-      const DeviceBatch& batch = stages_[m].stage(*micro[m], LossWeighting::MEAN);
-      out.sequences += batch.real_sequences;
+      const DeviceBatch& batch = stages_[set * n + m].device();
       model_.forward(batch, weights, true, &scalars->dropout, static_cast<uint32_t>(m * W));
-      model_.backward(batch, weights, grads, 1.0f / static_cast<float>(n * W), 
+      model_.backward(batch, weights, grads, 1.0f / static_cast<float>(n * W),
                       m + 1 == n ? on_ready_ : no_hook);
     }
     reducer_.finish(grads, params_.elements());
@@ -107,12 +160,6 @@ StepStats TrainStep::run(const std::vector<const Batch*>& micro, int64_t updates
     reducer_.gather(params_.master(), backend_.master_dtype());
     if (params_.weight_copy()) reducer_.gather(params_.weight_copy(), backend_.weight_dtype());
   }
-
-  backend_.download(&host, scalars, sizeof host);
-  out.loss = model_.read_stats();
-  out.grad_norm = std::sqrt(host.grad_norm_sq);
-  out.nonfinite = host.nonfinite;
-  return out;
 }
 
 }  // namespace bertperf

@@ -8,6 +8,17 @@
 // reduced over ranks. So W ranks with n micro-batches each make the same update as one rank with n x W
 // micro-batches. AFTER_REDUCTION (what NVIDIA does when it overlaps communication with the backward) sums the
 // unclipped gradients, reduces them as the last micro-batch's backward makes each layer ready, and clips the sum.
+//
+// On a backend with static shapes that can capture (Backend::capture: a CUDA graph), the step's ops, from the
+// forward of the first micro-batch to the LAMB update, are recorded once and replayed: the first step runs them
+// eagerly (libraries plan their kernels at a shape's first call), the second and third capture them, one graph per
+// set of staging buffers. Only the uploads (batches, scalars) and the download of the statistics stay outside.
+// Capture needs one rank for now (the MPI reducer works on the host between ops); StepOptions::capture false
+// keeps every step eager.
+//
+// Batches are staged in two sets of buffers (pinned host memory and backend memory) used in turn: the caller
+// hands the next step's batches to stage_next() while this step runs (between launch() and finish()), so the
+// host packs them, and their copy is queued, while the device still works on this step.
 #pragma once
 
 #include <cstdint>
@@ -31,6 +42,7 @@ struct StepOptions {
   int rank = 0;
   uint64_t seed = 0;      // dropout seed
   ClipMode clip = ClipMode::PER_MICRO_BATCH;
+  bool capture = true;    // replay a captured step where the backend can (see above)
 };
 
 // What one step did on this rank (the caller sums it over ranks).
@@ -48,17 +60,38 @@ class TrainStep {
   ~TrainStep();
 
   // One optimizer step on `micro` (micro_batches host batches, this rank's), as update number updates_done + 1.
-  // Allocates nothing after the first call.
+  // Allocates nothing after the first call (the capture of the second and third steps aside).
   StepStats run(const std::vector<const Batch*>& micro, int64_t updates_done);
 
+  // run() in parts: launch() stages `micro` (unless stage_next() already did) and issues the step; stage_next()
+  // stages the next step's batches into the other buffers while this one runs; finish() waits for the step and
+  // reads its statistics. launch() must be followed by finish() before the next launch().
+  void launch(const std::vector<const Batch*>& micro, int64_t updates_done);
+  void stage_next(const std::vector<const Batch*>& next);
+  StepStats finish();
+
+  // Whether steps are being replayed from a captured graph (false before the capture, and where it is off).
+  bool captured() const { return graphs_[0] != nullptr; }
+
  private:
+  // The step's ops, from the first forward to the LAMB update, on staging set `set`.
+  void issue(int set);
+  void stage(int set, const std::vector<const Batch*>& micro);
+
   Backend& backend_;
   BertModel& model_;
   ParamBuffers& params_;
   Lamb& lamb_;
   GradReducer& reducer_;
   StepOptions options_;
-  std::vector<BatchStage> stages_;
+  std::vector<BatchStage> stages_;  // 2 sets of micro_batches stages, set k at [k * micro_batches, ...)
+  std::vector<const Batch*> staged_[2];  // what each set holds (for stage_next's batches to be found by launch)
+  int set_ = 0;                     // the set the step in flight uses
+  bool in_flight_ = false, next_staged_ = false;
+  int64_t steps_launched_ = 0;
+  bool can_capture_ = false;
+  std::unique_ptr<CapturedOps> graphs_[2];
+  StepStats pending_;
   DeviceBuffer scalars_;        // ops::StepScalars, DEVICE
   DeviceBuffer host_scalars_;   // ops::StepScalars, PINNED
   DeviceBuffer accumulator_;    // flat F, only with PER_MICRO_BATCH and micro_batches x ranks > 1

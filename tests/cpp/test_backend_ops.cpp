@@ -27,6 +27,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <limits>
@@ -53,11 +54,12 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 // Ops whose dropout masks a backend draws from its own generator rather than from ops.h's Philox keys (a fused GPU
 // kernel with its own RNG would). Such an op is compared with dropout off, and its forward's masks are checked for
-// rate and scale only. None so far: every backend here draws ops.h's masks.
+// rate and scale only. The CUDA attention runs cuDNN's fused SDPA, whose masks come from cuDNN's own generator,
+// unless BERTPERF_CUDA_ATTENTION=kernel picks our kernel (ops.h's masks).
 bool draws_own_masks(const std::string& backend, const std::string& op) {
-  (void)backend;
-  (void)op;
-  return false;
+  if (backend != "cuda" || op.rfind("attention_", 0) != 0) return false;
+  const char* impl = std::getenv("BERTPERF_CUDA_ATTENTION");
+  return !(impl && std::string(impl) == "kernel");
 }
 
 // ---- bf16 ------------------------------------------------------------------------------------------------
@@ -876,6 +878,10 @@ TEST_P(BackendOps, AttentionForwardAndBackward) {
     // BERT-base: 12 heads of 64, sequences up to 128 in a budget of 384 tokens.
     Gen g(18);
     check(attention_case(g, {384, 128, 12, 64, false}, dropout_for(op, 0.1f), backward));
+    if (GetParam() == "cuda") {  // BERT-large: 16 heads of 64, sequences up to 512 (cuDNN's fused attention)
+      Gen large(19);
+      check(attention_case(large, {1024, 512, 16, 64, true}, dropout_for(op, 0.1f), backward));
+    }
   }
 }
 

@@ -58,6 +58,18 @@ TEST(ShippedConfigs, AllLoadAndReferToAShippedSystem) {
   EXPECT_GE(count, 8);
 }
 
+TEST(ShippedConfigs, GpuSystemsRunTheCudaBackendWithTheCapturedStep) {
+  for (const char* system : {"h200_x1", "a100_1x8", "a100_8x8"}) {
+    SCOPED_TRACE(system);
+    const TrainConfig c =
+        load_train_config((kSource / "benchmarks/bert/mlperf" / (std::string(system) + ".json")).string(), false);
+    EXPECT_EQ(c.backend.name, "cuda");
+    EXPECT_TRUE(c.backend.capture);
+  }
+  const TrainConfig cpu = load_train_config((kSource / "benchmarks/bert/mlperf/cpu_2c.json").string(), false);
+  EXPECT_EQ(cpu.backend.name, "cpu");
+}
+
 TEST(ShippedConfigs, BaiduEightByEightHyperparameters) {
   const TrainConfig c = load_train_config((kSource / "benchmarks/bert/mlperf/a100_8x8.json").string(), false);
   EXPECT_EQ(c.global_batch_size(), 3072);

@@ -11,6 +11,7 @@
 #include "backends/cuda/cuda_context.h"
 #include "backends/cuda/elementwise.h"
 #include "backends/cuda/embedding.h"
+#include "backends/cuda/graph_capture.h"
 #include "backends/cuda/layernorm.h"
 #include "backends/cuda/linear.h"
 #include "backends/cuda/optimizer.h"
@@ -145,6 +146,9 @@ class CudaBackend final : public Backend {
   }
   void synchronize() override { CUDA_CHECK(cudaStreamSynchronize(ctx_.stream)); }
   void* native_stream() override { return ctx_.stream; }
+  std::unique_ptr<CapturedOps> capture(const std::function<void()>& issue) override {
+    return cuda::capture_graph(ctx_, issue);
+  }
 
   size_t attention_saved_bytes(int tokens, int sequences, int max_seqlen, int heads) const override {
     return cuda::attention_saved_bytes(tokens, sequences, max_seqlen, heads);

@@ -1,0 +1,59 @@
+// Inside the CUDA attention (attention.h): the layout of the saved buffer, the index tensors the fused library
+// needs, and the two implementations behind attention_forward / attention_backward.
+//
+//  - cuDNN's fused SDPA (attention_cudnn.cpp), through the header-only cudnn-frontend: the sequences are cuDNN's
+//    ragged ("THD") layout, q, k and v read in place from the packed (N, 3H) qkv through ragged offsets and a row
+//    stride of 3H, masked per sequence by its length (padding mask). cuDNN draws its own dropout masks from a
+//    (seed, offset) pair, so its masks are not ops.h's Philox masks (the conformance test compares it with dropout
+//    off and checks the rate and scale of its masks). Used for head_dim 64 (any multiple of 8 up to 128) wherever
+//    the installed cuDNN builds the graph: ragged layouts need Hopper, or cuDNN 9.18.1 and later on Ampere.
+//  - Our kernel (attention.cu): exact softmax in two passes over the keys, one warp per query (forward, dq) or key
+//    (dk, dv) row, ops.h's Philox masks. It covers what cuDNN refuses (other head sizes, older cuDNN on Ampere);
+//    it is written for being right, not fast.
+// Both save the per-row log-sum-exp of the scaled scores, padded to (sequences, heads, max_seqlen), in `saved`.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "backends/cuda/cuda_context.h"
+#include "backends/ops.h"
+
+namespace bertperf::cuda {
+
+// The saved buffer: per-row statistics, then the index tensors the forward writes for itself and its backward.
+struct AttentionSaved {
+  size_t stats;        // f32 (sequences, heads, max_seqlen): log-sum-exp of row i of (sequence, head)
+  size_t seq_len;      // i32 (sequences)
+  size_t ragged_qkv;   // i32 (sequences + 1): cu_seqlens * 3H, element offsets of each sequence in qkv
+  size_t ragged_ctx;   // i32 (sequences + 1): cu_seqlens * H, in ctx
+  size_t rng;          // i64 (2): cuDNN's dropout seed and offset for this call
+  size_t bytes;
+  AttentionSaved(int sequences, int max_seqlen, int heads);
+};
+
+enum class AttentionImpl { AUTO, CUDNN, KERNEL };
+// BERTPERF_CUDA_ATTENTION=cudnn|kernel forces one implementation (the GPU tests run both); unset means AUTO.
+AttentionImpl attention_impl_from_env();
+
+// Writes seq_len, the ragged offsets and cuDNN's (seed, offset) for this call into `saved` (attention.cu).
+void attention_prepare(CudaContext& ctx, const ops::AttentionForward& p, const AttentionSaved& layout);
+// Rows [cu_seqlens[sequences], N) of x (N, cols) bf16 set to 0: the filler tokens (attention.cu).
+void attention_zero_filler(CudaContext& ctx, void* x, const int32_t* cu_seqlens, int sequences, int N, int cols);
+
+// cuDNN's fused SDPA (attention_cudnn.cpp). Each returns false, having done nothing, when cuDNN cannot build the
+// graph for this shape on this device (remembered per shape); a failure while running throws.
+bool cudnn_attention_forward(CudaContext& ctx, const ops::AttentionForward& p, const AttentionSaved& layout);
+bool cudnn_attention_backward(CudaContext& ctx, const ops::AttentionBackward& p, const AttentionSaved& layout);
+// Whether the cuDNN graphs for this shape build here (builds and caches them). Only AUTO calls this, at the first
+// call of a shape, outside any stream capture.
+bool cudnn_attention_supported(CudaContext& ctx, int N, int sequences, int max_seqlen, int heads, int head_dim,
+                               float drop_prob);
+// Workspace bytes the cuDNN backward needs at most for this shape (checked against the buffer it is handed).
+size_t cudnn_attention_workspace_bound(int tokens, int sequences, int max_seqlen, int heads, int head_dim);
+
+// Our kernels (attention.cu).
+void kernel_attention_forward(CudaContext& ctx, const ops::AttentionForward& p, const AttentionSaved& layout);
+void kernel_attention_backward(CudaContext& ctx, const ops::AttentionBackward& p, const AttentionSaved& layout);
+
+}  // namespace bertperf::cuda
