@@ -42,4 +42,18 @@ struct Batch {
   std::vector<float> mlm_weights;
 };
 
+// Pads a batch built sequence by sequence up to its capacities with the filler above; `predictions` becomes the
+// slots written so far.
+inline void fill_to_capacity(Batch& b) {
+  b.predictions = int(b.mlm_positions.size());
+  b.input_ids.resize(b.capacity.tokens, 0);
+  b.segment_ids.resize(b.capacity.tokens, 0);
+  b.position_ids.resize(b.capacity.tokens, 0);
+  b.cu_seqlens.resize(b.capacity.sequences + 1, b.tokens);
+  b.nsp_labels.resize(b.capacity.sequences, 0);
+  b.mlm_positions.resize(b.capacity.predictions, 0);
+  b.mlm_labels.resize(b.capacity.predictions, 0);
+  b.mlm_weights.resize(b.capacity.predictions, 0.0f);
+}
+
 }  // namespace bertperf

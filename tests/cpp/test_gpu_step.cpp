@@ -81,15 +81,7 @@ Batch packed_batch(int rows, int V, uint32_t seed) {
       b.sequences += 1;
     }
   }
-  b.predictions = int(b.mlm_positions.size());
-  b.input_ids.resize(b.capacity.tokens, 0);
-  b.segment_ids.resize(b.capacity.tokens, 0);
-  b.position_ids.resize(b.capacity.tokens, 0);
-  b.cu_seqlens.resize(b.capacity.sequences + 1, b.tokens);
-  b.nsp_labels.resize(b.capacity.sequences, 0);
-  b.mlm_positions.resize(b.capacity.predictions, 0);
-  b.mlm_labels.resize(b.capacity.predictions, 0);
-  b.mlm_weights.resize(b.capacity.predictions, 0.0f);
+  fill_to_capacity(b);
   return b;
 }
 
