@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything bertperf needs on a fresh Debian 12 machine, idempotently:
-#   - Debian packages: compilers and CMake, OpenBLAS, HDF5, nlohmann-json, Open MPI, Slurm (for the
-#     sbatch test, tests/python/test_slurm.py, which starts its own daemons), GoogleTest,
-#     Google Benchmark, and the English text packages the corpus is made from;
+#   - Debian packages: compilers and CMake, OpenBLAS, oneDNN (cpu-bf16's GEMMs), HDF5, nlohmann-json,
+#     Open MPI, Slurm (for the sbatch test, tests/python/test_slurm.py, which starts its own daemons),
+#     GoogleTest, Google Benchmark, and the English text packages the corpus is made from;
 #   - data/corpus and data/vocab: the real text corpus and the BERT vocabulary
 #     (scripts/prepare_corpus.py), once;
 #   - .venv: the pinned Python packages of requirements.txt plus the compliance package (editable);
@@ -15,7 +15,7 @@ cd "$(dirname "$0")/.."
 
 DEBIAN_PACKAGES=(
   build-essential cmake pkg-config git
-  libopenblas-dev libhdf5-dev nlohmann-json3-dev
+  libopenblas-dev libdnnl-dev libhdf5-dev nlohmann-json3-dev
   libopenmpi-dev openmpi-bin
   slurmctld slurmd slurm-client
   libgtest-dev libbenchmark-dev

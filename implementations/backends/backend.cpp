@@ -53,6 +53,7 @@ void download_floats(Backend& backend, float* dst, const void* src, DType src_ty
 std::unique_ptr<Backend> make_backend(const BackendOptions& options) {
   if (options.name == "cpu") return make_cpu_backend(DType::F32, options.threads);
   if (options.name == "cpu-f64") return make_cpu_backend(DType::F64, options.threads);
+  if (options.name == "cpu-bf16") return make_cpu_backend(DType::BF16, options.threads);
   if (options.name == "cuda") {
 #ifdef BERTPERF_HAVE_CUDA
     return make_cuda_backend(options.device);
@@ -60,11 +61,11 @@ std::unique_ptr<Backend> make_backend(const BackendOptions& options) {
     throw_input("backend", "this build has no CUDA backend (configure on a machine with the CUDA toolkit)");
 #endif
   }
-  throw_input("backend", cat("unknown backend '", options.name, "' (cpu, cpu-f64 or cuda)"));
+  throw_input("backend", cat("unknown backend '", options.name, "' (cpu, cpu-f64, cpu-bf16 or cuda)"));
 }
 
 std::vector<std::string> available_backends() {
-  std::vector<std::string> names = {"cpu"};
+  std::vector<std::string> names = {"cpu", "cpu-bf16"};
 #ifdef BERTPERF_HAVE_CUDA
   if (cuda_device_count() > 0) names.push_back("cuda");
 #endif

@@ -30,7 +30,7 @@ enum class MemoryKind : uint8_t { DEVICE, HOST, PINNED };
 
 // What the train config's "backend" block chooses.
 struct BackendOptions {
-  std::string name = "cpu";  // "cpu" (fp32), "cpu-f64" (the oracle), "cuda"
+  std::string name = "cpu";  // "cpu" (fp32), "cpu-f64" (the oracle), "cpu-bf16" (the CUDA numerics), "cuda"
   int threads = 0;           // CPU threads (0: all)
   int device = -1;           // CUDA device (-1: the local rank's)
   bool capture = true;       // replay the training step as one captured graph where the backend can (CUDA graphs)
@@ -51,7 +51,7 @@ class Backend {
   Backend(const Backend&) = delete;
   Backend& operator=(const Backend&) = delete;
 
-  virtual std::string name() const = 0;     // "cpu", "cpu-f64", "cuda"
+  virtual std::string name() const = 0;     // "cpu", "cpu-f64", "cpu-bf16", "cuda"
   virtual std::string describe() const = 0; // one line: device, threads, dtypes, library versions
   virtual DType act_dtype() const = 0;      // A in ops.h
   virtual DType weight_dtype() const = 0;   // W
@@ -125,7 +125,8 @@ void download_floats(Backend& backend, float* dst, const void* src, DType src_ty
 
 // The backend a config names; InputError for one this build does not have.
 std::unique_ptr<Backend> make_backend(const BackendOptions& options);
-// Every backend this build can run here, for the conformance test ("cpu" always; "cuda" where a GPU is present).
+// Every backend this build can run here, for the conformance test ("cpu" and "cpu-bf16" always; "cuda" where a GPU
+// is present).
 std::vector<std::string> available_backends();
 
 // One allocation of backend memory, released with its owner.

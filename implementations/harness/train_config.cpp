@@ -219,8 +219,9 @@ TrainConfig load_train_config(const std::string& path, bool check_data) {
     c.backend.device = b.optional<int>("device", -1);
     c.backend.capture = b.optional<bool>("cuda_graph", true);
     b.reject_unknown();
-    require(c.backend.name == "cpu" || c.backend.name == "cpu-f64" || c.backend.name == "cuda", where,
-            "field 'name' must be \"cpu\", \"cpu-f64\" or \"cuda\", got \"" + c.backend.name + "\"");
+    require(c.backend.name == "cpu" || c.backend.name == "cpu-f64" || c.backend.name == "cpu-bf16" ||
+                c.backend.name == "cuda",
+            where, "field 'name' must be \"cpu\", \"cpu-f64\", \"cpu-bf16\" or \"cuda\", got \"" + c.backend.name + "\"");
     require(c.backend.threads >= 0, where, "field 'threads' must be 0 (all cores) or positive");
     require(c.backend.device >= -1, where, "field 'device' must be -1 (the local rank's) or a device index");
   }
@@ -332,9 +333,11 @@ MemoryEstimate estimate_memory(const TrainConfig& c) {
                  L * (4 * H * H + 4 * H + 4 * H + 2 * H * I + I + H) + (H * H + H) + V + (H * H + H + 2 * H) +
                  (2 * H + 2);
   const bool device = c.backend.name == "cuda";
-  const double A = c.backend.name == "cpu-f64" ? 8 : 4, F = A;
-  // Master weights, gradients and the two LAMB moments in F, the host copy in fp32 (plus an accumulator).
-  e.parameter_bytes = e.parameters * (device ? 4 : 4 * F + 4 + (c.grad_accum_steps > 1 ? F : 0));
+  const bool bf16 = c.backend.name == "cpu-bf16";
+  const double A = c.backend.name == "cpu-f64" ? 8 : bf16 ? 2 : 4, F = bf16 ? 4 : A;
+  // Master weights, gradients and the two LAMB moments in F (and cpu-bf16's bf16 weight copy), the host copy in
+  // fp32 (plus an accumulator).
+  e.parameter_bytes = e.parameters * (device ? 4 : 4 * F + (bf16 ? 2 : 0) + 4 + (c.grad_accum_steps > 1 ? F : 0));
   if (device) return e;
   // The largest batch: tokens N, prediction slots M (model/bert.cpp carves these).
   const double rows = std::max(c.local_batch_size, c.eval_batch_size);

@@ -13,7 +13,7 @@
 //     "data": { "train_files": [path or glob, ...], "eval_file": path, "seq_len": int,
 //               "max_predictions": int, "packed": bool },
 //     "batch": { "local_batch_size": int, "grad_accum_steps": int, "ranks": int },
-//     "backend": { "name": "cpu" | "cpu-f64" | "cuda", "threads": int (optional, CPU threads per rank, 0 = all),
+//     "backend": { "name": "cpu" | "cpu-f64" | "cpu-bf16" | "cuda", "threads": int (optional, CPU threads per rank, 0 = all),
 //                  "device": int (optional, CUDA device, -1 = the local rank's),
 //                  "cuda_graph": bool (optional, default true: replay the step as a captured CUDA graph) }
 //                (optional: cpu, all threads),

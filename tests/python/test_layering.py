@@ -1,5 +1,5 @@
 """The layers of implementations/ (backends/backend.h lists them): no file includes a layer above its own, and
-only backends/cpu knows OpenBLAS and OpenMP, only backends/cuda knows CUDA and its libraries."""
+only backends/cpu knows OpenBLAS, OpenMP and oneDNN, only backends/cuda knows CUDA and its libraries."""
 import re
 from pathlib import Path
 
@@ -22,7 +22,7 @@ LAYERS = {
 }
 
 INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]', re.M)
-CPU_ONLY = re.compile(r"^(cblas\.h|omp\.h|openblas.*)$")
+CPU_ONLY = re.compile(r"^(cblas\.h|omp\.h|openblas.*|dnnl.*|oneapi/dnnl/.*)$")
 CUDA_ONLY = re.compile(r"^(cuda.*\.h|cublas.*\.h|cudnn.*\.h|cudnn_frontend.*|nccl\.h|cub/.*|cuda/.*)$")
 
 

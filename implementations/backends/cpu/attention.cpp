@@ -12,6 +12,7 @@
 #include "backends/cpu/cpu_math.h"
 #include "backends/cpu/cpu_ops.h"
 #include "backends/kernel_math.h"
+#include "core/buffer.h"
 #include "core/errors.h"
 
 namespace bertperf::cpu {
@@ -222,6 +223,184 @@ void attention_backward(const ops::AttentionBackward& p) {
     // scores = scale * Q . K^T
     gemm<T>(false, false, L, D, L, score_scale, W, L, k, ld, T(0), dq, ld);
     gemm<T>(true, false, L, D, L, score_scale, W, L, q, ld, T(0), dk, ld);
+  }
+  zero_rows(dqkv, layout.tokens(), p.N, static_cast<size_t>(ld));
+}
+
+// ---- bf16 (ops.h's rounding table): as a flash-attention kernel (cuDNN's SDPA) rounds -------------------------
+// Per (sequence, head), from bf16 q, k, v: scores S = scale q.k^T and the softmax in fp32 (e = exp(S - rowmax),
+// l = sum e); the unnormalised weights rounded to bf16 with their dropout, W = bf16(e * Z), and ctx = bf16((W . v) / l).
+// The probabilities P = e / l are saved in fp32 (what a fused kernel recomputes from the log-sum-exp). Backward:
+// D_i = dctx_i . ctx_i (the bf16 output), dP = dctx . v^T in fp32, dS = bf16(P * (dP * Z - D)), dv = bf16(bf16(P * Z)^T
+// . dctx), dq = bf16(scale dS . k), dk = bf16(scale dS^T . q). The per-pair products are fp32 GEMMs (OpenBLAS) on
+// the bf16 values, whose products are exact in fp32.
+
+namespace {
+
+struct PairBuffers {
+  AlignedBuffer<float> q, k, v, o, w, rows;
+};
+
+PairBuffers& pair_buffers(int L, int D) {
+  thread_local PairBuffers b;
+  const size_t ld = static_cast<size_t>(L) * D, ll = static_cast<size_t>(L) * L;
+  for (AlignedBuffer<float>* x : {&b.q, &b.k, &b.v, &b.o})
+    if (x->size() < ld) x->resize(ld);
+  if (b.w.size() < ll) b.w.resize(ll);
+  if (b.rows.size() < static_cast<size_t>(L)) b.rows.resize(L);
+  return b;
+}
+
+// Rows [0, L) of one head (D channels from `src`, row stride ld) into a dense (L, D) fp32 block.
+void load_head(float* dst, const bf16* src, int L, int D, size_t ld) {
+  for (int i = 0; i < L; ++i) {
+    const bf16* row = src + i * ld;
+    float* out = dst + static_cast<size_t>(i) * D;
+#pragma omp simd
+    for (int d = 0; d < D; ++d) out[d] = to_float(row[d]);
+  }
+}
+
+void store_head(bf16* dst, const float* src, int L, int D, size_t ld, const float* row_scale = nullptr) {
+  for (int i = 0; i < L; ++i) {
+    bf16* row = dst + i * ld;
+    const float* in = src + static_cast<size_t>(i) * D;
+    const float s = row_scale ? row_scale[i] : 1.0f;
+    if (row_scale) {
+#pragma omp simd
+      for (int d = 0; d < D; ++d) row[d] = to_bf16(in[d] * s);
+    } else {
+#pragma omp simd
+      for (int d = 0; d < D; ++d) row[d] = to_bf16(in[d]);
+    }
+  }
+}
+
+}  // namespace
+
+template <>
+void attention_forward<bf16>(const ops::AttentionForward& p) {
+  const Layout layout(p.cu_seqlens, p.N, p.sequences, p.max_seqlen, p.heads);
+  const float drop_prob = p.dropout.prob;
+  const bool dropout = drop_prob > 0.0f;
+  const float keep_scale = dropout_scale<float>(drop_prob);
+  const RngKey key = dropout_key(p.dropout);
+  const int D = p.head_dim, H = p.heads * D, ld = 3 * H;
+  const float score_scale = 1.0f / std::sqrt(static_cast<float>(D));
+  const bf16* qkv = static_cast<const bf16*>(p.qkv);
+  bf16* ctx = static_cast<bf16*>(p.ctx);
+  float* saved = static_cast<float*>(p.saved);
+  const bool parallel = layout.worth_parallel(D);
+  SingleThreadedBlas single(parallel);
+#pragma omp parallel for schedule(dynamic, 1) if (parallel)
+  for (int i = 0; i < p.sequences * p.heads; ++i) {
+    const Pair pr = layout.pair(i);
+    const int L = pr.len;
+    if (L == 0) continue;
+    PairBuffers& b = pair_buffers(L, D);
+    const bf16* q = qkv + static_cast<size_t>(pr.first) * ld + pr.h * D;
+    load_head(b.q.data(), q, L, D, ld);
+    load_head(b.k.data(), q + H, L, D, ld);
+    load_head(b.v.data(), q + 2 * H, L, D, ld);
+    float* P = saved + pr.block;
+    float* W = b.w.data();
+    gemm<float>(false, true, L, L, D, score_scale, b.q.data(), D, b.k.data(), D, 0.0f, P, L);
+    if (dropout) pair_multipliers(W, layout, pr, 0, L, drop_prob, key, keep_scale);
+    for (int f = 0; f < L; ++f) {
+      float* row = P + static_cast<size_t>(f) * L;
+      float* w = W + static_cast<size_t>(f) * L;
+      const float row_max = max_of(row, L);
+      float sum = 0;
+#pragma omp simd reduction(+ : sum)
+      for (int t = 0; t < L; ++t) {
+        row[t] = exp_approx(row[t] - row_max);
+        sum += row[t];
+      }
+      const float inv = 1.0f / sum;
+      b.rows[f] = inv;
+      if (dropout) {
+#pragma omp simd
+        for (int t = 0; t < L; ++t) w[t] = round_to_bf16(row[t] * w[t]);
+      } else {
+#pragma omp simd
+        for (int t = 0; t < L; ++t) w[t] = round_to_bf16(row[t]);
+      }
+#pragma omp simd
+      for (int t = 0; t < L; ++t) row[t] *= inv;
+    }
+    gemm<float>(false, false, L, D, L, 1.0f, W, L, b.v.data(), D, 0.0f, b.o.data(), D);
+    store_head(ctx + static_cast<size_t>(pr.first) * H + pr.h * D, b.o.data(), L, D, H, b.rows.data());
+  }
+  zero_rows(ctx, layout.tokens(), p.N, H);
+}
+
+template <>
+void attention_backward<bf16>(const ops::AttentionBackward& p) {
+  const Layout layout(p.cu_seqlens, p.N, p.sequences, p.max_seqlen, p.heads);
+  const float drop_prob = p.dropout.prob;
+  const bool dropout = drop_prob > 0.0f;
+  const float keep_scale = dropout_scale<float>(drop_prob);
+  const RngKey key = dropout_key(p.dropout);
+  const int D = p.head_dim, H = p.heads * D, ld = 3 * H;
+  const float score_scale = 1.0f / std::sqrt(static_cast<float>(D));
+  const bf16* qkv = static_cast<const bf16*>(p.qkv);
+  const bf16* dctx = static_cast<const bf16*>(p.dctx);
+  const bf16* ctx = static_cast<const bf16*>(p.ctx);
+  const float* saved = static_cast<const float*>(p.saved);
+  bf16* dqkv = static_cast<bf16*>(p.dqkv);
+  float* workspace = static_cast<float*>(p.workspace);
+  const bool parallel = layout.worth_parallel(D);
+  SingleThreadedBlas single(parallel);
+#pragma omp parallel for schedule(dynamic, 1) if (parallel)
+  for (int i = 0; i < p.sequences * p.heads; ++i) {
+    const Pair pr = layout.pair(i);
+    const int L = pr.len;
+    if (L == 0) continue;
+    const size_t LL = static_cast<size_t>(L) * L;
+    PairBuffers& b = pair_buffers(L, D);
+    const size_t q_at = static_cast<size_t>(pr.first) * ld + pr.h * D;
+    const size_t o_at = static_cast<size_t>(pr.first) * H + pr.h * D;
+    load_head(b.q.data(), qkv + q_at, L, D, ld);
+    load_head(b.k.data(), qkv + q_at + H, L, D, ld);
+    load_head(b.v.data(), qkv + q_at + 2 * H, L, D, ld);
+    load_head(b.o.data(), dctx + o_at, L, D, H);
+    const float* P = saved + pr.block;
+    float* Z = b.w.data();
+    float* dS = workspace + pr.block;
+    // D_i = dctx_i . ctx_i
+    for (int f = 0; f < L; ++f) {
+      const bf16* c = ctx + o_at + static_cast<size_t>(f) * H;
+      const float* d = b.o.data() + static_cast<size_t>(f) * D;
+      float dot = 0;
+#pragma omp simd reduction(+ : dot)
+      for (int e = 0; e < D; ++e) dot += d[e] * to_float(c[e]);
+      b.rows[f] = dot;
+    }
+    if (dropout) {
+      pair_multipliers(Z, layout, pr, 0, L, drop_prob, key, keep_scale);
+    } else {
+      std::fill_n(Z, LL, 1.0f);
+    }
+    // dP = dctx . v^T, then dS = bf16(P * (dP * Z - D)).
+    gemm<float>(false, true, L, L, D, 1.0f, b.o.data(), D, b.v.data(), D, 0.0f, dS, L);
+    for (int f = 0; f < L; ++f) {
+      float* row = dS + static_cast<size_t>(f) * L;
+      const float* prob = P + static_cast<size_t>(f) * L;
+      const float* z = Z + static_cast<size_t>(f) * L;
+      const float Df = b.rows[f];
+#pragma omp simd
+      for (int t = 0; t < L; ++t) row[t] = round_to_bf16(prob[t] * (row[t] * z[t] - Df));
+    }
+    // dv = bf16(P * Z)^T . dctx (into v's buffer, no longer needed).
+#pragma omp simd
+    for (size_t e = 0; e < LL; ++e) Z[e] = round_to_bf16(P[e] * Z[e]);
+    gemm<float>(true, false, L, D, L, 1.0f, Z, L, b.o.data(), D, 0.0f, b.v.data(), D);
+    store_head(dqkv + q_at + 2 * H, b.v.data(), L, D, ld);
+    // dq = scale dS . k (into dctx's buffer), dk = scale dS^T . q (into k's).
+    gemm<float>(false, false, L, D, L, score_scale, dS, L, b.k.data(), D, 0.0f, b.o.data(), D);
+    store_head(dqkv + q_at, b.o.data(), L, D, ld);
+    gemm<float>(true, false, L, D, L, score_scale, dS, L, b.q.data(), D, 0.0f, b.k.data(), D);
+    store_head(dqkv + q_at + H, b.k.data(), L, D, ld);
   }
   zero_rows(dqkv, layout.tokens(), p.N, static_cast<size_t>(ld));
 }

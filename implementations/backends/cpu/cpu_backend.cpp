@@ -1,8 +1,9 @@
 // The CPU backend (cpu_backend.h): CpuBackend<T> forwards every op to cpu::op<T> (cpu_ops.h), with T = float for
-// "cpu" and double for "cpu-f64"; activations, weights and master weights are all T. Device, host and pinned
-// memory are the same aligned host memory. This file and the kernels beside it are the only code that knows
-// OpenMP and OpenBLAS. (The dtype helpers of backend.cpp live in the library above this one, so they are not used
-// here.)
+// "cpu", double for "cpu-f64" (activations, weights and master weights all T) and bf16 for "cpu-bf16" (bf16
+// activations and weight copy, fp32 master weights, gradients and moments: bf16.h's Types<T>). Device, host and
+// pinned memory are the same aligned host memory. This file and the kernels beside it are the only code that knows
+// OpenMP, OpenBLAS and oneDNN. (The dtype helpers of backend.cpp live in the library above this one, so they are
+// not used here.)
 #include "backends/cpu/cpu_backend.h"
 
 #include <cblas.h>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "backends/cpu/cpu_ops.h"
+#include "backends/cpu/gemm_bf16.h"
 #include "core/buffer.h"
 #include "core/errors.h"
 
@@ -33,20 +35,36 @@ int set_cpu_threads(int threads) {
 }
 
 template <typename T>
+constexpr DType dtype_of() {
+  if constexpr (std::is_same_v<T, float>) return DType::F32;
+  if constexpr (std::is_same_v<T, double>) return DType::F64;
+  return DType::BF16;
+}
+
+template <typename T>
 class CpuBackend final : public Backend {
  public:
-  static constexpr DType kType = std::is_same_v<T, float> ? DType::F32 : DType::F64;
+  using A = typename cpu::Types<T>::A;
+  using F = typename cpu::Types<T>::F;
+  static constexpr DType kAct = dtype_of<A>(), kMaster = dtype_of<F>();
+  static constexpr bool kBf16 = cpu::is_bf16<T>;
 
-  explicit CpuBackend(int threads) : threads_(set_cpu_threads(threads)) {}
-
-  std::string name() const override { return kType == DType::F32 ? "cpu" : "cpu-f64"; }
-  std::string describe() const override {
-    return cat(name(), ": ", kType == DType::F32 ? "fp32" : "fp64", " activations, weights and master weights; ", threads_,
-               " OpenMP threads; ", openblas_get_config());
+  explicit CpuBackend(int threads) : threads_(set_cpu_threads(threads)) {
+    if constexpr (kBf16) cpu::bf16_gemm_path();  // decided (and said, when emulated) once, now
   }
-  DType act_dtype() const override { return kType; }
-  DType weight_dtype() const override { return kType; }
-  DType master_dtype() const override { return kType; }
+
+  std::string name() const override { return kBf16 ? "cpu-bf16" : kAct == DType::F32 ? "cpu" : "cpu-f64"; }
+  std::string describe() const override {
+    if constexpr (kBf16) {
+      return cat(name(), ": bf16 activations and weight copy, fp32 master weights, gradients and moments; ", threads_,
+                 " OpenMP threads; ", cpu::bf16_gemm_describe(), "; ", openblas_get_config());
+    }
+    return cat(name(), ": ", kAct == DType::F32 ? "fp32" : "fp64", " activations, weights and master weights; ",
+               threads_, " OpenMP threads; ", openblas_get_config());
+  }
+  DType act_dtype() const override { return kAct; }
+  DType weight_dtype() const override { return kAct; }
+  DType master_dtype() const override { return kMaster; }
   bool static_shapes() const override { return false; }
 
   void* allocate(size_t bytes, MemoryKind) override {
@@ -66,9 +84,21 @@ class CpuBackend final : public Backend {
     if (bytes) std::memset(p, 0, bytes);
   }
   void convert(void* dst, DType dst_type, const void* src, DType src_type, size_t n) override {
-    BERT_CHECK(dst_type != DType::BF16 && src_type != DType::BF16, "the CPU backend has no bf16 memory");
+    BERT_CHECK(kBf16 || (dst_type != DType::BF16 && src_type != DType::BF16), "the ", name(), " backend has no bf16 memory");
     if (dst_type == src_type) {
-      copy(dst, src, n * (dst_type == DType::F32 ? sizeof(float) : sizeof(double)));
+      copy(dst, src, n * (dst_type == DType::F32 ? sizeof(float) : dst_type == DType::F64 ? sizeof(double) : 2));
+    } else if (dst_type == DType::BF16) {
+      if (src_type == DType::F32) {
+        cpu::convert_to_bf16(static_cast<cpu::bf16*>(dst), static_cast<const float*>(src), n);
+      } else {
+        cpu::convert_to_bf16(static_cast<cpu::bf16*>(dst), static_cast<const double*>(src), n);
+      }
+    } else if (src_type == DType::BF16) {
+      if (dst_type == DType::F32) {
+        cpu::convert_from_bf16(static_cast<float*>(dst), static_cast<const cpu::bf16*>(src), n);
+      } else {
+        cpu::convert_from_bf16(static_cast<double*>(dst), static_cast<const cpu::bf16*>(src), n);
+      }
     } else if (dst_type == DType::F64) {
       convert_elements(static_cast<double*>(dst), static_cast<const float*>(src), n);
     } else {
@@ -79,10 +109,10 @@ class CpuBackend final : public Backend {
   GemmProfile* gemm_profile() override { return &cpu::gemm_profile(); }
 
   size_t attention_saved_bytes(int tokens, int, int max_seqlen, int heads) const override {
-    return cpu::attention_saved_elements(tokens, max_seqlen, heads) * sizeof(T);
+    return cpu::attention_saved_elements(tokens, max_seqlen, heads) * sizeof(F);
   }
   size_t attention_workspace_bytes(int tokens, int, int max_seqlen, int heads) const override {
-    return cpu::attention_saved_elements(tokens, max_seqlen, heads) * sizeof(T);
+    return cpu::attention_saved_elements(tokens, max_seqlen, heads) * sizeof(F);
   }
 
   void linear_forward(const ops::LinearForward& p) override { cpu::linear_forward<T>(p); }
@@ -104,10 +134,11 @@ class CpuBackend final : public Backend {
     cpu::cross_entropy_forward<T>(p, scratch_);
   }
   void cross_entropy_backward(const ops::CrossEntropyBackward& p) override { cpu::cross_entropy_backward<T>(p); }
-  void gradient_clip(const ops::GradientClip& p) override { cpu::gradient_clip<T>(p, scratch_); }
+  // Over F only: the bf16 backend's are the fp32 ones.
+  void gradient_clip(const ops::GradientClip& p) override { cpu::gradient_clip<F>(p, scratch_); }
   void gradient_clip_finish(const ops::GradientClipFinish& p) override { cpu::gradient_clip_finish(p); }
-  void gradient_accumulate(const ops::GradientAccumulate& p) override { cpu::gradient_accumulate<T>(p); }
-  void lamb_moments(const ops::LambMoments& p) override { cpu::lamb_moments<T>(p, scratch_); }
+  void gradient_accumulate(const ops::GradientAccumulate& p) override { cpu::gradient_accumulate<F>(p); }
+  void lamb_moments(const ops::LambMoments& p) override { cpu::lamb_moments<F>(p, scratch_); }
   void lamb_apply(const ops::LambApply& p) override { cpu::lamb_apply<T>(p); }
 
  private:
@@ -128,9 +159,8 @@ std::unique_ptr<Backend> make_cpu_backend(DType dtype, int threads) {
   switch (dtype) {
     case DType::F32: return std::make_unique<CpuBackend<float>>(threads);
     case DType::F64: return std::make_unique<CpuBackend<double>>(threads);
-    case DType::BF16: break;
+    case DType::BF16: return std::make_unique<CpuBackend<cpu::bf16>>(threads);
   }
-  BERT_CHECK(false, "the CPU backend runs in fp32 or fp64, not bf16");
   return nullptr;
 }
 

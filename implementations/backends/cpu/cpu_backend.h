@@ -1,10 +1,12 @@
 // The CPU backend (backend.h) over the cpu::op<T> kernels of cpu_ops.h: fp32 is the backend proper (OpenBLAS and
-// OpenMP, `threads` of them), fp64 the oracle the conformance test and the finite-difference checks compare with.
+// OpenMP, `threads` of them), fp64 the oracle the conformance test and the finite-difference checks compare with,
+// and bf16 ("cpu-bf16") the CUDA backend's numerics on the CPU (bf16 activations and weight copy, fp32 master
+// weights; its GEMMs through oneDNN where the CPU has AVX512-BF16, emulated bit for bit elsewhere: gemm_bf16.h).
 // Device memory is host memory; copies are memcpy; ops run synchronously.
 //
 // `threads` > 0 sets the OpenMP and OpenBLAS thread counts of the process (one pool for the whole program, so a
 // second CPU backend with a different count changes the first's); 0 keeps the current setting (OMP_NUM_THREADS,
-// or every core). bf16 is refused (InternalError).
+// or every core).
 #pragma once
 
 #include <memory>

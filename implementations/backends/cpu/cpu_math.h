@@ -13,6 +13,8 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "backends/cpu/bf16.h"
+#include "backends/kernel_math.h"
 #include "backends/ops.h"
 #include "core/errors.h"
 #include "core/philox.h"
@@ -231,19 +233,69 @@ inline void for_column_blocks(int C, size_t rows, Body body) {
 // Work (elements touched) below which a loop stays on one thread: forking costs a few microseconds.
 inline constexpr size_t kParallelMin = 32768;
 
-// sums[c] += sum over rows n of x[n * ld + c], for c < C: every bias gradient.
-template <typename T>
-inline void add_column_sums(T* sums, const T* x, int N, int C, size_t ld) {
+// sums[c] += sum over rows n of x[n * ld + c], for c < C: every bias gradient. The sum is taken in the type of
+// sums (fp32 for the bf16 backend's bf16 rows, as the CUDA backend).
+template <typename S, typename T>
+inline void add_column_sums(S* sums, const T* x, int N, int C, size_t ld) {
   for_column_blocks(C, N, [&](int c0, int c1) {
-    T acc[kMaxColumnBlock] = {};
+    S acc[kMaxColumnBlock] = {};
     const int w = c1 - c0;
     for (int n = 0; n < N; ++n) {
       const T* row = x + n * ld + c0;
 #pragma omp simd
-      for (int c = 0; c < w; ++c) acc[c] += row[c];
+      for (int c = 0; c < w; ++c) acc[c] += load(row[c]);
     }
     for (int c = 0; c < w; ++c) sums[c0 + c] += acc[c];
   });
+}
+
+// ---- LayerNorm rows of the bf16 backend ------------------------------------------------------------------------
+// The bf16 backend normalises the fp32 sum before its rounding (the statistics are the unrounded row's), and its
+// backward reads the rounded sum it saved, as the CUDA kernels. Rows live in fp32 on the stack, up to kMaxLnRow.
+
+inline constexpr int kMaxLnRow = 4096;
+
+inline void check_ln_row(int C) {
+  BERT_CHECK(C > 0 && C <= kMaxLnRow, "cpu-bf16 LayerNorm rows of ", C, " channels (at most ", kMaxLnRow, ")");
+}
+
+// out = bf16(LayerNorm(x) * mult) (mult null: no dropout), statistics of the fp32 row x in *mean and *rstd.
+inline void layernorm_row_bf16(bf16* out, float* mean, float* rstd, const float* x, const bf16* gamma,
+                               const bf16* beta, const float* mult, int C) {
+  float sum = 0;
+#pragma omp simd reduction(+ : sum)
+  for (int c = 0; c < C; ++c) sum += x[c];
+  const float mu = sum / static_cast<float>(C);
+  float sq = 0;
+#pragma omp simd reduction(+ : sq)
+  for (int c = 0; c < C; ++c) sq += (x[c] - mu) * (x[c] - mu);
+  const float rs = kmath::layernorm_rstd(sq / static_cast<float>(C), Sqrt{});
+  if (mult) {
+#pragma omp simd
+    for (int c = 0; c < C; ++c)
+      out[c] = to_bf16(kmath::layernorm_out(x[c], mu, rs, to_float(gamma[c]), to_float(beta[c])) * mult[c]);
+  } else {
+#pragma omp simd
+    for (int c = 0; c < C; ++c) out[c] = to_bf16(kmath::layernorm_out(x[c], mu, rs, to_float(gamma[c]), to_float(beta[c])));
+  }
+  *mean = mu;
+  *rstd = rs;
+}
+
+// dx = the LayerNorm backward of the fp32 row dy, from the saved bf16 row x and its statistics.
+inline void layernorm_dx_row_bf16(float* dx, const float* dy, const bf16* x, const bf16* gamma, float mu, float rs,
+                                  int C) {
+  float g_sum = 0, gx_sum = 0;
+#pragma omp simd reduction(+ : g_sum, gx_sum)
+  for (int c = 0; c < C; ++c) {
+    const float g = dy[c] * to_float(gamma[c]);
+    g_sum += g;
+    gx_sum += g * (to_float(x[c]) - mu) * rs;
+  }
+  const float g_mean = g_sum / static_cast<float>(C), gx_mean = gx_sum / static_cast<float>(C);
+#pragma omp simd
+  for (int c = 0; c < C; ++c)
+    dx[c] = kmath::layernorm_dx(dy[c], to_float(gamma[c]), (to_float(x[c]) - mu) * rs, rs, g_mean, gx_mean);
 }
 
 // body(offset, count) over the rows [0, N) of a (N, cols) block with row stride ld, as one flat range when the

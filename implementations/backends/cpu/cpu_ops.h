@@ -1,10 +1,16 @@
 // The CPU implementation of the op vocabulary (backends/ops.h), as templates on the scalar type, and the kernels
 // it is built from.
 //
-// Every op of ops.h exists here as cpu::op<T>(const ops::Op&), explicitly instantiated for float and double, with
-// T standing for every A, W and F pointer of the op (the CPU backend's three dtypes are one). float is the backend
-// proper ("cpu"); double is the oracle ("cpu-f64") the conformance test compares every backend with, and the type
-// the tests check every backward in against central finite differences, which fp32 rounding would drown.
+// Every op of ops.h exists here as cpu::op<T>(const ops::Op&), explicitly instantiated for float, double and bf16.
+// For float and double, T stands for every A, W and F pointer of the op (the backend's three dtypes are one): float
+// is the backend proper ("cpu"); double is the oracle ("cpu-f64") the conformance test compares every backend with,
+// and the type the tests check every backward in against central finite differences, which fp32 rounding would
+// drown. T = bf16 is "cpu-bf16", the CUDA backend's numerics on the CPU: A and W bf16, F fp32 (bf16.h's Types<T>),
+// rounding to bf16 exactly where ops.h's rounding table says. Ops whose rounding points change their structure
+// (linear layers with GEMM epilogues, LayerNorm with statistics from the unrounded sum, attention as a
+// flash-attention kernel rounds) have bf16 specialisations beside the generic code in the same file; the rest are
+// the generic templates over Types<T>, loading and storing through bf16.h's load/store. Ops over F only (clipping,
+// accumulation, LAMB moments) run their float versions.
 // Semantics, shapes and the gradient rule (parameter gradients +=, activation gradients =) are exactly ops.h's;
 // dropout draws and the keep test stay in fp32 for both types, so a float and a double run drop the same elements.
 // The per-element formulas are kernel_math.h's, shared with the CUDA kernels, fed the fast exp and tanh of
@@ -27,6 +33,7 @@
 #include <vector>
 
 #include "backends/backend.h"
+#include "backends/cpu/bf16.h"
 #include "backends/ops.h"
 
 namespace bertperf::cpu {
@@ -73,6 +80,20 @@ template <typename T>
 void lamb_moments(const ops::LambMoments& p, std::vector<double>& scratch);
 template <typename T>
 void lamb_apply(const ops::LambApply& p);
+
+// The bf16 backend's specialisations (gather_forward, cross-entropy and lamb_apply are the generic templates
+// instantiated for bf16; clipping, accumulation and lamb_moments run on F = fp32 as their float versions). Its
+// attention saves and works in fp32 (attention_saved_elements() floats).
+template <> void linear_forward<bf16>(const ops::LinearForward& p);
+template <> void linear_backward<bf16>(const ops::LinearBackward& p);
+template <> void activation_backward<bf16>(const ops::ActivationBackward& p);
+template <> void embedding_forward<bf16>(const ops::EmbeddingForward& p);
+template <> void embedding_backward<bf16>(const ops::EmbeddingBackward& p);
+template <> void residual_layernorm_forward<bf16>(const ops::ResidualLayerNormForward& p);
+template <> void residual_layernorm_backward<bf16>(const ops::ResidualLayerNormBackward& p);
+template <> void attention_forward<bf16>(const ops::AttentionForward& p);
+template <> void attention_backward<bf16>(const ops::AttentionBackward& p);
+template <> void gather_backward<bf16>(const ops::GatherBackward& p);
 
 // An upper bound of heads * sum(len^2) over any batch of `tokens` tokens in sequences of at most max_seqlen.
 size_t attention_saved_elements(int tokens, int max_seqlen, int heads);

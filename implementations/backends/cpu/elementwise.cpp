@@ -46,6 +46,23 @@ void activation_backward(const ops::ActivationBackward& p) {
   BERT_CHECK(false, "activation backward needs an activation");
 }
 
+// bf16: dinp = bf16(dout * act'(saved)), in fp32 from the bf16 operands.
+template <>
+void activation_backward<bf16>(const ops::ActivationBackward& p) {
+  BERT_CHECK(p.act != Activation::NONE, "activation backward needs an activation");
+  bf16* dinp = static_cast<bf16*>(p.dinp);
+  const bf16* dout = static_cast<const bf16*>(p.dout);
+  const bf16* saved = static_cast<const bf16*>(p.saved);
+  const size_t n = p.n;
+  if (p.act == Activation::GELU) {
+#pragma omp parallel for simd schedule(static) if (n > kParallelMin)
+    for (size_t i = 0; i < n; ++i) dinp[i] = to_bf16(to_float(dout[i]) * kmath::gelu_grad(to_float(saved[i]), FastTanh{}));
+  } else {
+#pragma omp parallel for simd schedule(static) if (n > kParallelMin)
+    for (size_t i = 0; i < n; ++i) dinp[i] = to_bf16(to_float(dout[i]) * kmath::tanh_grad_from_output(to_float(saved[i])));
+  }
+}
+
 namespace {
 
 // y[c] = (x[c] + b[c]) * mult[c] + res[c] for c < count, where a null b, mult or res drops its term.

@@ -3,6 +3,8 @@
 // every row), so they split work by column block rather than by row: no two threads ever add into
 // the same element, and each sum is taken in token order.
 #include <algorithm>
+#include <utility>
+#include <vector>
 
 #include "backends/cpu/cpu_math.h"
 #include "backends/cpu/cpu_ops.h"
@@ -107,6 +109,137 @@ void gather_backward(const ops::GatherBackward& p) {
   gather_rows_backward<T>(dinp, static_cast<const T*>(p.dout), p.rows, p.M, p.C);
 }
 
+// ---- bf16 (ops.h's rounding table) ---------------------------------------------------------------------------
+// Forward: x = word + type + pos in fp32 from the bf16 tables; sum = bf16(x); out = bf16(LayerNorm(x) * mask), the
+// statistics x's. Backward: dy * mask and dx in fp32, dx kept in fp32 (ops.h's (2, N, C) bf16 scratch holds (N, C)
+// floats) and scattered into the fp32 table gradients; dgamma, dbeta fp32 sums.
+
+template <>
+void embedding_forward<bf16>(const ops::EmbeddingForward& p) {
+  const int N = p.N, C = p.C;
+  check_ln_row(C);
+  const float drop = p.dropout.prob;
+  const float scale = dropout_scale<float>(drop);
+  const RngKey key = dropout_key(p.dropout);
+  const bf16* word = static_cast<const bf16*>(p.word);
+  const bf16* type = static_cast<const bf16*>(p.type);
+  const bf16* pos = static_cast<const bf16*>(p.pos);
+  const size_t cs = static_cast<size_t>(C);
+#pragma omp parallel for schedule(static) if (static_cast<size_t>(N) * C > kParallelMin)
+  for (int t = 0; t < N; ++t) {
+    float x[kMaxLnRow], mult[kMaxLnRow];
+    const bf16* w = word + p.ids[t] * cs;
+    const bf16* ty = type + p.types[t] * cs;
+    const bf16* ps = pos + p.positions[t] * cs;
+    bf16* s = static_cast<bf16*>(p.sum) + t * cs;
+#pragma omp simd
+    for (int c = 0; c < C; ++c) {
+      x[c] = to_float(w[c]) + to_float(ty[c]) + to_float(ps[c]);
+      s[c] = to_bf16(x[c]);
+    }
+    if (drop > 0.0f) dropout_multipliers(mult, t * cs, cs, drop, key, scale);
+    layernorm_row_bf16(static_cast<bf16*>(p.out) + t * cs, static_cast<float*>(p.mean) + t,
+                       static_cast<float*>(p.rstd) + t, x, static_cast<const bf16*>(p.gamma),
+                       static_cast<const bf16*>(p.beta), drop > 0.0f ? mult : nullptr, C);
+  }
+}
+
+template <>
+void embedding_backward<bf16>(const ops::EmbeddingBackward& p) {
+  const int N = p.N, C = p.C;
+  check_ln_row(C);
+  const float drop = p.dropout.prob;
+  const float scale = dropout_scale<float>(drop);
+  const RngKey key = dropout_key(p.dropout);
+  const bf16* dout = static_cast<const bf16*>(p.dout);
+  const bf16* x = static_cast<const bf16*>(p.sum);
+  const float* mean = static_cast<const float*>(p.mean);
+  const float* rstd = static_cast<const float*>(p.rstd);
+  float* d_sum = static_cast<float*>(p.scratch);
+  const size_t cs = static_cast<size_t>(C);
+#pragma omp parallel for schedule(static) if (static_cast<size_t>(N) * C > kParallelMin)
+  for (int t = 0; t < N; ++t) {
+    float dy[kMaxLnRow];
+    const bf16* d = dout + t * cs;
+#pragma omp simd
+    for (int c = 0; c < C; ++c) dy[c] = to_float(d[c]);
+    if (drop > 0.0f) {
+      float mult[kMaxLnRow];
+      dropout_multipliers(mult, t * cs, cs, drop, key, scale);
+#pragma omp simd
+      for (int c = 0; c < C; ++c) dy[c] *= mult[c];
+    }
+    layernorm_dx_row_bf16(d_sum + t * cs, dy, x + t * cs, static_cast<const bf16*>(p.gamma), mean[t], rstd[t], C);
+  }
+  float* dgamma = static_cast<float*>(p.dgamma);
+  float* dbeta = static_cast<float*>(p.dbeta);
+  if (dgamma || dbeta) {
+    for_column_blocks(C, 2 * static_cast<size_t>(N), [&](int c0, int c1) {
+      float acc_gamma[kMaxColumnBlock] = {}, acc_beta[kMaxColumnBlock] = {}, mult[kMaxColumnBlock];
+      const int w = c1 - c0;
+      for (int t = 0; t < N; ++t) {
+        const bf16* xr = x + t * cs + c0;
+        const bf16* dr = dout + t * cs + c0;
+        const float mu = mean[t], rs = rstd[t];
+        if (drop > 0.0f) {
+          dropout_multipliers(mult, t * cs + c0, static_cast<size_t>(w), drop, key, scale);
+        } else {
+          std::fill_n(mult, w, 1.0f);
+        }
+#pragma omp simd
+        for (int c = 0; c < w; ++c) {
+          const float g = to_float(dr[c]) * mult[c];
+          acc_gamma[c] += g * (to_float(xr[c]) - mu) * rs;
+          acc_beta[c] += g;
+        }
+      }
+      for (int c = 0; c < w; ++c) {
+        if (dgamma) dgamma[c0 + c] += acc_gamma[c];
+        if (dbeta) dbeta[c0 + c] += acc_beta[c];
+      }
+    });
+  }
+  embedding_scatter_add<float>(static_cast<float*>(p.dword), static_cast<float*>(p.dtype), static_cast<float*>(p.dpos),
+                               d_sum, p.ids, p.types, p.positions, N, C);
+}
+
+// dinp[rows[m]] = bf16(dinp (or 0) + the fp32 sum of the dout rows gathered from it, in m order), as the CUDA
+// backend's sorted scatter: a row gathered twice rounds once.
+template <>
+void gather_backward<bf16>(const ops::GatherBackward& p) {
+  bf16* dinp = static_cast<bf16*>(p.dinp);
+  const bf16* dout = static_cast<const bf16*>(p.dout);
+  const int M = p.M, C = p.C;
+  const size_t cs = static_cast<size_t>(C);
+  if (!p.accumulate) {
+    const size_t n = static_cast<size_t>(p.N) * C;
+#pragma omp parallel for schedule(static) if (n > kParallelMin)
+    for (int r = 0; r < p.N; ++r) std::fill_n(dinp + static_cast<size_t>(r) * C, C, bf16{0});
+  }
+  // (row, m) pairs in order: each run of one row lists its sources in m order.
+  thread_local std::vector<std::pair<int32_t, int32_t>> sorted;
+  std::vector<std::pair<int32_t, int32_t>>& order = sorted;  // this thread's, named so the workers share it
+  order.resize(M);
+  for (int m = 0; m < M; ++m) order[m] = {p.rows[m], m};
+  std::sort(order.begin(), order.end());
+  for_column_blocks(C, M, [&](int c0, int c1) {
+    float acc[kMaxColumnBlock];
+    const int w = c1 - c0;
+    for (int i = 0; i < M;) {
+      const int32_t row = order[i].first;
+      std::fill_n(acc, w, 0.0f);
+      for (; i < M && order[i].first == row; ++i) {
+        const bf16* src = dout + order[i].second * cs + c0;
+#pragma omp simd
+        for (int c = 0; c < w; ++c) acc[c] += to_float(src[c]);
+      }
+      bf16* dst = dinp + row * cs + c0;
+#pragma omp simd
+      for (int c = 0; c < w; ++c) dst[c] = to_bf16(to_float(dst[c]) + acc[c]);
+    }
+  });
+}
+
 #define BERTPERF_INSTANTIATE(T)                                                                               \
   template void embedding_lookup<T>(T*, const int32_t*, const int32_t*, const int32_t*, const T*, const T*,  \
                                     const T*, int, int);                                                     \
@@ -121,5 +254,7 @@ void gather_backward(const ops::GatherBackward& p) {
 BERTPERF_INSTANTIATE(float)
 BERTPERF_INSTANTIATE(double)
 #undef BERTPERF_INSTANTIATE
+template void gather_rows_forward<bf16>(bf16*, const bf16*, const int32_t*, int, int);
+template void gather_forward<bf16>(const ops::GatherForward&);
 
 }  // namespace bertperf::cpu

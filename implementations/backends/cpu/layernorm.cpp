@@ -108,6 +108,124 @@ void residual_layernorm_backward(const ops::ResidualLayerNormBackward& p) {
   if (p.dbias) add_column_sums(static_cast<T*>(p.dbias), dinp, p.N, p.C, p.C);
 }
 
+// ---- bf16 (ops.h's rounding table) ---------------------------------------------------------------------------
+// Forward: x = (inp + bias) * mask + residual in fp32 from the bf16 operands; sum = bf16(x); the statistics are x's;
+// out = bf16(LayerNorm(x)). Backward: dx in fp32 from the bf16 dout and the saved bf16 sum; dresidual = bf16(dx);
+// dinp = bf16(dresidual * mask) (the dropout backward of the rounded residual gradient, as a separate op would),
+// or bf16(dx) for a plain LayerNorm; dgamma, dbeta and dbias fp32 sums of the bf16 rows.
+
+template <>
+void residual_layernorm_forward<bf16>(const ops::ResidualLayerNormForward& p) {
+  const int N = p.N, C = p.C;
+  check_ln_row(C);
+  const bool fused = p.bias || p.residual || p.dropout.prob > 0.0f;
+  BERT_CHECK(!fused || p.sum, "residual LayerNorm with a bias, residual or dropout must save its sum");
+  const float drop = p.dropout.prob;
+  const float scale = dropout_scale<float>(drop);
+  const RngKey key = dropout_key(p.dropout);
+  const bf16* inp = static_cast<const bf16*>(p.inp);
+  const bf16* bias = static_cast<const bf16*>(p.bias);
+  const bf16* residual = static_cast<const bf16*>(p.residual);
+  bf16* sum = static_cast<bf16*>(p.sum);
+  const size_t cs = static_cast<size_t>(C);
+#pragma omp parallel for schedule(static) if (static_cast<size_t>(N) * C > kParallelMin)
+  for (int n = 0; n < N; ++n) {
+    float x[kMaxLnRow], mult[kMaxLnRow];
+    const bf16* in = inp + n * cs;
+#pragma omp simd
+    for (int c = 0; c < C; ++c) x[c] = to_float(in[c]);
+    if (bias) {
+#pragma omp simd
+      for (int c = 0; c < C; ++c) x[c] += to_float(bias[c]);
+    }
+    if (drop > 0.0f) {
+      dropout_multipliers(mult, n * cs, cs, drop, key, scale);
+#pragma omp simd
+      for (int c = 0; c < C; ++c) x[c] *= mult[c];
+    }
+    if (residual) {
+      const bf16* res = residual + n * cs;
+#pragma omp simd
+      for (int c = 0; c < C; ++c) x[c] += to_float(res[c]);
+    }
+    if (sum && (fused || p.sum != p.inp)) {
+      bf16* s = sum + n * cs;
+#pragma omp simd
+      for (int c = 0; c < C; ++c) s[c] = to_bf16(x[c]);
+    }
+    layernorm_row_bf16(static_cast<bf16*>(p.out) + n * cs, static_cast<float*>(p.mean) + n,
+                       static_cast<float*>(p.rstd) + n, x, static_cast<const bf16*>(p.gamma),
+                       static_cast<const bf16*>(p.beta), nullptr, C);
+  }
+}
+
+template <>
+void residual_layernorm_backward<bf16>(const ops::ResidualLayerNormBackward& p) {
+  BERT_CHECK(p.dresidual || (!p.dbias && p.dropout.prob == 0.0f),
+             "residual LayerNorm backward with a bias or dropout needs dresidual");
+  const int N = p.N, C = p.C;
+  check_ln_row(C);
+  const float drop = p.dropout.prob;
+  const float scale = dropout_scale<float>(drop);
+  const RngKey key = dropout_key(p.dropout);
+  const bf16* dout = static_cast<const bf16*>(p.dout);
+  const bf16* x = static_cast<const bf16*>(p.sum);
+  const bf16* gamma = static_cast<const bf16*>(p.gamma);
+  const float* mean = static_cast<const float*>(p.mean);
+  const float* rstd = static_cast<const float*>(p.rstd);
+  bf16* dinp = static_cast<bf16*>(p.dinp);
+  bf16* dres = static_cast<bf16*>(p.dresidual);
+  const size_t cs = static_cast<size_t>(C);
+#pragma omp parallel for schedule(static) if (static_cast<size_t>(N) * C > kParallelMin)
+  for (int n = 0; n < N; ++n) {
+    float dy[kMaxLnRow], dx[kMaxLnRow], mult[kMaxLnRow];
+    const bf16* d = dout + n * cs;
+#pragma omp simd
+    for (int c = 0; c < C; ++c) dy[c] = to_float(d[c]);
+    layernorm_dx_row_bf16(dx, dy, x + n * cs, gamma, mean[n], rstd[n], C);
+    bf16* di = dinp + n * cs;
+    if (!dres) {
+#pragma omp simd
+      for (int c = 0; c < C; ++c) di[c] = to_bf16(dx[c]);
+      continue;
+    }
+    bf16* dr = dres + n * cs;
+#pragma omp simd
+    for (int c = 0; c < C; ++c) dr[c] = to_bf16(dx[c]);
+    if (drop > 0.0f) {
+      dropout_multipliers(mult, n * cs, cs, drop, key, scale);
+#pragma omp simd
+      for (int c = 0; c < C; ++c) di[c] = to_bf16(to_float(dr[c]) * mult[c]);
+    } else if (di != dr) {
+      std::copy(dr, dr + C, di);
+    }
+  }
+  float* dgamma = static_cast<float*>(p.dgamma);
+  float* dbeta = static_cast<float*>(p.dbeta);
+  if (dgamma || dbeta) {
+    for_column_blocks(C, 2 * static_cast<size_t>(N), [&](int c0, int c1) {
+      float acc_gamma[kMaxColumnBlock] = {}, acc_beta[kMaxColumnBlock] = {};
+      const int w = c1 - c0;
+      for (int n = 0; n < N; ++n) {
+        const bf16* xr = x + n * cs + c0;
+        const bf16* dy = dout + n * cs + c0;
+        const float mu = mean[n], rs = rstd[n];
+#pragma omp simd
+        for (int c = 0; c < w; ++c) {
+          const float g = to_float(dy[c]);
+          acc_gamma[c] += g * (to_float(xr[c]) - mu) * rs;
+          acc_beta[c] += g;
+        }
+      }
+      for (int c = 0; c < w; ++c) {
+        if (dgamma) dgamma[c0 + c] += acc_gamma[c];
+        if (dbeta) dbeta[c0 + c] += acc_beta[c];
+      }
+    });
+  }
+  if (p.dbias) add_column_sums(static_cast<float*>(p.dbias), dinp, N, C, C);
+}
+
 #define BERTPERF_INSTANTIATE(T)                                                                          \
   template void layernorm_forward<T>(T*, T*, T*, const T*, const T*, const T*, int, int);               \
   template void layernorm_backward<T>(T*, T*, T*, const T*, const T*, const T*, const T*, const T*, int, \

@@ -7,6 +7,8 @@
 
 #include "backends/cpu/cpu_math.h"
 #include "backends/cpu/cpu_ops.h"
+#include "backends/cpu/gemm_bf16.h"
+#include "backends/kernel_math.h"
 
 namespace bertperf::cpu {
 
@@ -159,6 +161,130 @@ void linear_backward(const ops::LinearBackward& p) {
       }
     }
     if (p.dbias) add_column_sums(static_cast<T*>(p.dbias) + g * p.bias_stride, dout_g, N, O, ldo);
+  }
+}
+
+// ---- bf16 (ops.h's rounding table): the GEMM in the bf16 GEMM order, the epilogue from its fp32 sum -------------
+// Forward: out = bf16(acc + bias); GELU: pre = bf16(acc + bias), out = bf16(gelu(acc + bias)), both from the fp32
+// sum, as cuBLASLt's GELU_AUX_BIAS epilogue; TANH: out = bf16(tanh(bf16(acc + bias))) (a bias epilogue, then the
+// activation kernel). Backward: dinp = bf16(acc (+ dinp)) per group, so a fused QKV rounds three times; with the
+// GELU backward fused, bf16(acc * gelu'(pre)) (cuBLASLt's DGELU); with tanh, bf16(bf16(acc) * (1 - y^2)); dweight
+// += acc in fp32; bias gradients are fp32 column sums of the bf16 rows.
+
+template <>
+void linear_forward<bf16>(const ops::LinearForward& p) {
+  const int N = p.N, I = p.I, O = p.O, G = p.groups;
+  const size_t ldo = p.ldo ? p.ldo : static_cast<size_t>(G) * O;
+  BERT_CHECK(G >= 1 && ldo >= static_cast<size_t>(G) * O, "linear: ", G, " groups of ", O, " columns in rows of ", ldo);
+  BERT_CHECK(p.act != Activation::GELU || p.pre, "linear: GELU needs its pre-activation buffer");
+  const bool out_in = p.layout == WeightLayout::OUT_IN;
+  const bf16* inp = static_cast<const bf16*>(p.inp);
+  for (int g = 0; g < G; ++g) {
+    const bf16* weight = static_cast<const bf16*>(p.weight) + g * p.weight_stride;
+    const bf16* bias = p.bias ? static_cast<const bf16*>(p.bias) + g * p.bias_stride : nullptr;
+    bf16* out = static_cast<bf16*>(p.out) + static_cast<size_t>(g) * O;
+    bf16* pre = p.pre ? static_cast<bf16*>(p.pre) + static_cast<size_t>(g) * O : nullptr;
+    const Bf16Gemm gemm{N, O, I, inp, I, false, weight, out_in ? I : O, out_in};
+    gemm_bf16(gemm, [&](int m0, int rows, int n0, int cols, const float* acc, int ld) {
+      float b[kMaxColumnBlock];
+      for (int c0 = 0; c0 < cols; c0 += kMaxColumnBlock) {
+        const int w = std::min(kMaxColumnBlock, cols - c0);
+        for (int c = 0; c < w; ++c) b[c] = bias ? to_float(bias[n0 + c0 + c]) : 0.0f;
+        for (int r = 0; r < rows; ++r) {
+          const float* a = acc + static_cast<size_t>(r) * ld + c0;
+          const size_t at = (m0 + r) * ldo + n0 + c0;
+          bf16* o = out + at;
+          switch (p.act) {
+            case Activation::NONE:
+              if (bias) {
+#pragma omp simd
+                for (int c = 0; c < w; ++c) o[c] = to_bf16(a[c] + b[c]);
+              } else {
+#pragma omp simd
+                for (int c = 0; c < w; ++c) o[c] = to_bf16(a[c]);
+              }
+              break;
+            case Activation::GELU:
+#pragma omp simd
+              for (int c = 0; c < w; ++c) {
+                const float x = a[c] + b[c];
+                pre[at + c] = to_bf16(x);
+                o[c] = to_bf16(kmath::gelu(x, FastTanh{}));
+              }
+              break;
+            case Activation::TANH:
+#pragma omp simd
+              for (int c = 0; c < w; ++c) o[c] = to_bf16(tanh_approx(round_to_bf16(a[c] + b[c])));
+              break;
+          }
+        }
+      }
+    });
+  }
+}
+
+template <>
+void linear_backward<bf16>(const ops::LinearBackward& p) {
+  const int N = p.N, I = p.I, O = p.O, G = p.groups;
+  const int ldo = p.ldo ? p.ldo : G * O;
+  BERT_CHECK(G >= 1 && ldo >= G * O, "linear backward: ", G, " groups of ", O, " columns in rows of ", ldo);
+  BERT_CHECK(p.dinp_act == Activation::NONE || (!p.accumulate_dinp && p.dinp_act_saved),
+             "linear backward: a fused activation backward overwrites dinp and needs its saved tensor");
+  BERT_CHECK(p.dinp_act == Activation::NONE || G == 1, "linear backward: a fused activation backward needs one group");
+  const bool out_in = p.layout == WeightLayout::OUT_IN;
+  const bf16* dout = static_cast<const bf16*>(p.dout);
+  const bf16* inp = static_cast<const bf16*>(p.inp);
+  auto weight = [&](int g) { return static_cast<const bf16*>(p.weight) + g * p.weight_stride; };
+  if (p.dinp) {
+    // dinp (N, I) = sum over groups of dout_g (N, O) . W_g^T, rounded to bf16 after each group.
+    bf16* dinp = static_cast<bf16*>(p.dinp);
+    const bf16* saved = static_cast<const bf16*>(p.dinp_act_saved);
+    for (int g = 0; g < G; ++g) {
+      const bool add = g > 0 || p.accumulate_dinp;
+      const Bf16Gemm gemm{N, I, O, dout + g * O, ldo, false, weight(g), out_in ? I : O, !out_in};
+      gemm_bf16(gemm, [&](int m0, int rows, int n0, int cols, const float* acc, int ld) {
+        for (int r = 0; r < rows; ++r) {
+          const float* a = acc + static_cast<size_t>(r) * ld;
+          const size_t at = static_cast<size_t>(m0 + r) * I + n0;
+          bf16* d = dinp + at;
+          if (p.dinp_act == Activation::GELU) {
+#pragma omp simd
+            for (int c = 0; c < cols; ++c) d[c] = to_bf16(a[c] * kmath::gelu_grad(to_float(saved[at + c]), FastTanh{}));
+          } else if (p.dinp_act == Activation::TANH) {
+#pragma omp simd
+            for (int c = 0; c < cols; ++c)
+              d[c] = to_bf16(round_to_bf16(a[c]) * kmath::tanh_grad_from_output(to_float(saved[at + c])));
+          } else if (add) {
+#pragma omp simd
+            for (int c = 0; c < cols; ++c) d[c] = to_bf16(a[c] + to_float(d[c]));
+          } else {
+#pragma omp simd
+            for (int c = 0; c < cols; ++c) d[c] = to_bf16(a[c]);
+          }
+        }
+      });
+    }
+    if (p.dinp_act != Activation::NONE && p.dinp_act_dbias)
+      add_column_sums(static_cast<float*>(p.dinp_act_dbias), dinp, N, I, I);
+  }
+  for (int g = 0; g < G; ++g) {
+    const bf16* dout_g = dout + g * O;
+    if (p.dweight) {
+      float* dweight = static_cast<float*>(p.dweight) + g * p.weight_stride;
+      const int cols_total = out_in ? I : O;
+      // OUT_IN: (O, I) += dout^T . inp; IN_OUT: (I, O) += inp^T . dout.
+      const Bf16Gemm gemm = out_in ? Bf16Gemm{O, I, N, dout_g, ldo, true, inp, I, false}
+                                   : Bf16Gemm{I, O, N, inp, I, true, dout_g, ldo, false};
+      gemm_bf16(gemm, [&](int m0, int rows, int n0, int cols, const float* acc, int ld) {
+        for (int r = 0; r < rows; ++r) {
+          const float* a = acc + static_cast<size_t>(r) * ld;
+          float* d = dweight + static_cast<size_t>(m0 + r) * cols_total + n0;
+#pragma omp simd
+          for (int c = 0; c < cols; ++c) d[c] += a[c];
+        }
+      });
+    }
+    if (p.dbias) add_column_sums(static_cast<float*>(p.dbias) + g * p.bias_stride, dout_g, N, O, ldo);
   }
 }
 

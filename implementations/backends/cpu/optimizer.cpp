@@ -140,12 +140,16 @@ void lamb_moments(const ops::LambMoments& p, std::vector<double>& scratch) {
   }
 }
 
-template <typename T>
+// The bf16 backend (T = bf16) updates its fp32 master weights and writes its bf16 weight copy from them in the same
+// pass, as the CUDA backend.
+template <typename Tb>
 void lamb_apply(const ops::LambApply& p) {
+  using T = typename Types<Tb>::F;
+  using W = typename Types<Tb>::W;
   if (p.scalars->nonfinite > 0) return;
   T* master = static_cast<T*>(p.master);
-  T* weights = static_cast<T*>(p.weights);
-  if (weights == master) weights = nullptr;
+  W* weights = static_cast<W*>(p.weights);
+  if (static_cast<void*>(weights) == static_cast<void*>(master)) weights = nullptr;
   const T* m = static_cast<const T*>(p.m);
   const T* v = static_cast<const T*>(p.v);
   const float lr = p.scalars->learning_rate;
@@ -163,7 +167,11 @@ void lamb_apply(const ops::LambApply& p) {
     T* w = master + begin;
 #pragma omp simd
     for (size_t i = 0; i < n; ++i) w[i] -= step * kmath::lamb_direction(mc[i], vc[i], w[i], e, Sqrt{});
-    if (weights) std::copy(w, w + n, weights + begin);
+    if (weights) {
+      W* out = weights + begin;
+#pragma omp simd
+      for (size_t i = 0; i < n; ++i) out[i] = store<W>(w[i]);
+    }
   });
 }
 
@@ -175,5 +183,6 @@ void lamb_apply(const ops::LambApply& p) {
 BERTPERF_INSTANTIATE(float)
 BERTPERF_INSTANTIATE(double)
 #undef BERTPERF_INSTANTIATE
+template void lamb_apply<bf16>(const ops::LambApply&);
 
 }  // namespace bertperf::cpu

@@ -1,0 +1,77 @@
+// The GEMM of the cpu-bf16 backend: bf16 operands, fp32 accumulation, in one summation order on every x86 machine.
+//
+//   acc (M, N) = op(A) (M, K) . op(B) (K, N)        A, B bf16, row-major with leading dimensions; acc fp32
+//
+// The order (ops.h's rounding table calls it "the bf16 GEMM order"): K is taken in chunks of 512 (kGemmKChunk);
+// within a chunk every element of acc starts at 0 and takes the chunk's products in pairs, k + 1 then k, each added
+// with one fp32 rounding (an FMA; products of two bf16 are exact in fp32), subnormal inputs and results flushed to
+// zero; the chunks' sums are added in chunk order (one fp32 rounding each, subnormals kept). That is the AVX512-BF16
+// instruction VDPBF16PS applied along K, and what oneDNN's brgemm kernels do for K <= 512.
+//
+// Two paths compute it, and give the same bits (tests/cpp/test_gemm_bf16.cpp compares them):
+//  - ONEDNN: oneDNN's matmul (brgemm, AVX512-BF16), one call per tile and K chunk, run single-threaded on the
+//    OpenMP threads that share the tiles out. oneDNN is capped at AVX512-BF16 so that every machine sums in this
+//    order; BERTPERF_CPU_BF16_ISA=amx lets it use AMX (faster on Intel Sapphire Rapids and later, whose tile
+//    instruction sums pairs in another order: bits then differ from the emulation, and the backend says so).
+//  - EMULATED: our own loops in that order (fp32 FMAs with the FTZ and DAZ flags set), for a CPU without
+//    AVX512-BF16 or a build without oneDNN; slower (tens of GFLOP/s), same bits.
+// The result is handed to an epilogue tile by tile (the tile in fp32, hot in cache), which writes the op's outputs:
+// bias, activation and the rounding to bf16, or an fp32 accumulation (ops.h's rounding table).
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <utility>
+
+#include "backends/cpu/bf16.h"
+
+namespace bertperf::cpu {
+
+inline constexpr int kGemmKChunk = 512;
+
+struct Bf16Gemm {
+  int M = 0, N = 0, K = 0;
+  const bf16* A = nullptr;  // (M, K), or (K, M) when trans_a
+  int lda = 0;
+  bool trans_a = false;
+  const bf16* B = nullptr;  // (K, N), or (N, K) when trans_b
+  int ldb = 0;
+  bool trans_b = false;
+};
+
+// epilogue(m0, rows, n0, cols, acc, ld): acc holds the rows [m0, m0 + rows) and columns [n0, n0 + cols) of the
+// product, row stride ld. Called once per tile, from several threads at once on disjoint tiles. A reference to a
+// callable (it does not own it or allocate).
+class TileEpilogue {
+ public:
+  template <typename F>
+  TileEpilogue(const F& f)  // NOLINT: implicit, as a function reference
+      : object_(&f), call_([](const void* o, int m0, int rows, int n0, int cols, const float* acc, int ld) {
+          (*static_cast<const F*>(o))(m0, rows, n0, cols, acc, ld);
+        }) {}
+  void operator()(int m0, int rows, int n0, int cols, const float* acc, int ld) const {
+    call_(object_, m0, rows, n0, cols, acc, ld);
+  }
+
+ private:
+  const void* object_;
+  void (*call_)(const void*, int, int, int, int, const float*, int);
+};
+
+enum class GemmPath { ONEDNN, EMULATED };
+
+// The product through the process's path (bf16_gemm_path()), or through a given one (the tests compare them).
+// Called outside a parallel region, it shares its tiles out over the OpenMP threads; inside one, it runs on the
+// calling thread.
+void gemm_bf16(const Bf16Gemm& g, TileEpilogue epilogue);
+void gemm_bf16(const Bf16Gemm& g, TileEpilogue epilogue, GemmPath path);
+
+// The path this process uses: ONEDNN where the build has oneDNN, the CPU has AVX512-BF16 (or AMX) and a start-up
+// check finds oneDNN's sums equal to the emulation's; else EMULATED. Decided once, on first use.
+GemmPath bf16_gemm_path();
+// One line for the backend's describe(): the path, oneDNN's version and ISA, and why a path was not taken.
+std::string bf16_gemm_describe();
+// Whether the ONEDNN path can run here at all (the tests skip their comparison where it cannot).
+bool bf16_gemm_onednn_available();
+
+}  // namespace bertperf::cpu
