@@ -16,6 +16,47 @@
 //  - A null output pointer means "not needed" and is skipped, where the comment says "or null".
 //  - Numerics follow the MLPerf reference exactly: tanh-GELU, LayerNorm eps 1e-12 with biased variance, inverted
 //    dropout with Philox masks (core/philox.h), keys masked across sequences, LAMB with the reference's exclusions.
+//
+// The rounding table: where a backend with bf16 activations rounds (the CUDA backend, and cpu-bf16, its numerics
+// twin on the CPU, follow it op by op; the fp32 and fp64 CPU backends keep everything in their one type). "bf16(x)"
+// is a store to bf16 (round to nearest even); everything between stores is fp32 arithmetic on the loaded values,
+// unless a sum is marked f64. A = bf16 activations, W = bf16 weight copy, F = fp32.
+//
+//   op                   reads (bf16 unless said)     rounds to bf16                        fp32 / f64 kept
+//   linear fwd           inp, weight, bias            out = bf16(acc + bias)                acc: the GEMM sum, fp32
+//     GELU                                           pre = bf16(acc + bias),
+//                                                    out = bf16(gelu(acc + bias))          (GELU of the fp32 sum)
+//     TANH                                           out = bf16(tanh(bf16(acc + bias)))
+//   linear bwd dinp      dout, weight                 bf16(acc (+ dinp)) after EACH group   (fused QKV: 3 roundings)
+//     dinp_act GELU      + pre (saved)                bf16(acc * gelu'(pre))                (no rounding of acc)
+//     dinp_act TANH      + out (saved)                bf16(bf16(acc) * (1 - out^2))
+//   linear bwd dweight   dout, inp                    -                                     dweight += acc (F)
+//   bias gradients       the bf16 rows                -                                     column sums in fp32 (F)
+//   activation bwd       dout, saved                  dinp = bf16(dout * act'(saved))
+//   embedding fwd        tables, gamma, beta          sum = bf16(x), out = bf16(LN(x) * Z)  x = word + type + pos;
+//                                                                                          mean, rstd of x (F)
+//   embedding bwd        dout, sum (rounded), gamma   -                                     dx = LN'(dout * Z) kept fp32
+//                                                                                          and scattered into F tables
+//   residual LN fwd      inp, bias, residual, g, b    sum = bf16(x), out = bf16(LN(x))      x = (inp + bias) * Z + res;
+//                                                                                          mean, rstd of x (F)
+//   residual LN bwd      dout, sum (rounded), gamma   dresidual = bf16(dx),                 dx fp32; dgamma, dbeta,
+//                                                    dinp = bf16(dresidual * Z)            dbias fp32 sums (F)
+//   attention fwd        qkv                          W = bf16(e * Z), ctx = bf16(W.v / l)  S = scale q.k, e =
+//                                                    (as a flash-attention kernel)         exp(S - max), l = sum e
+//   attention bwd        qkv, dctx, ctx, saved        dS = bf16(P (dP Z - D)), P Z rounded  D = dctx.ctx, dP =
+//                                                    for dv; dq, dk, dv = bf16(...)        dctx.v, P: fp32
+//   gather fwd / bwd     the bf16 rows                bwd: bf16(dinp + sum of its rows)     repeated rows summed fp32
+//   cross-entropy fwd    logits                       -                                     exp-sum fp32, lse (F);
+//                                                                                          loss, hits f64
+//   cross-entropy bwd    logits, lse                  dlogits = bf16(grad)
+//   clip, accumulate     gradients (F)                -                                     sums of squares f64
+//   LAMB                 grads, master, m, v (F)      weight copy = bf16(new master)        norms f64
+//
+// GEMM sums (acc) are fp32 over bf16 operands; cpu-bf16 takes them in one fixed order (backends/cpu/gemm_bf16.h),
+// the GPU in cuBLASLt's. Dropout masks Z = 0 or 1/(1-p) in fp32. Where the CUDA backend leaves the table: its own
+// GELU kernels (BERTPERF_CUDA_GELU=kernel, or a layer whose leading dimension is not a multiple of 8: GELU of the
+// rounded pre-activation), and its attention kernel (BERTPERF_CUDA_ATTENTION=kernel: P and dS kept in fp32);
+// tests/cpp/test_backend_ops.cpp names those cases and compares the rest with cpu-bf16.
 #pragma once
 
 #include <cstddef>

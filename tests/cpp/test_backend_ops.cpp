@@ -27,6 +27,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -99,6 +100,9 @@ struct Case {
   // Runs the case's ops on a backend, given the backend pointer of every tensor.
   std::function<void(Backend&, const std::vector<void*>&)> run = {};
   double rtol = 1e-5;  // fp32 backends: per element, relative to the tensor's largest value
+  // Why the CUDA backend rounds off ops.h's rounding table in this case (empty: it follows the table, so it must be
+  // closer to cpu-bf16 than to the fp64 oracle).
+  std::string cuda_off_table = {};
 
   int add(Tensor t) {
     tensors.push_back(std::move(t));
@@ -247,14 +251,20 @@ void expect_scalars_match(const std::vector<uint8_t>& got_bytes, const std::vect
   EXPECT_EQ(got.nonfinite, ref.nonfinite) << what << ": nonfinite";
 }
 
-// Runs `c` on the backend under test and on the oracle, and compares every OUT and INOUT tensor.
-void expect_conformance(Backend& backend, Backend& oracle, Backend& cpu_fp32, const Case& c) {
+// Runs `c` on the backend under test and on the oracle, and compares every OUT and INOUT tensor. With `twin` (cpu-bf16,
+// when the backend under test is CUDA), each tensor must also be at least as close to the twin's as to the oracle's:
+// both round at ops.h's rounding table's points, so most of their rounding errors are the same ones.
+void expect_conformance(Backend& backend, Backend& oracle, Backend& cpu_fp32, const Case& c, Backend* twin = nullptr) {
   const std::string what = c.op + " [" + c.shape + "] on " + backend.name();
   SCOPED_TRACE(what);
   const Results got = run_case(backend, c), ref = run_case(oracle, c);
+  Results twin_got;
+  if (twin && c.cuda_off_table.empty()) twin_got = run_case(*twin, c);
+  if (twin && !c.cuda_off_table.empty())
+    std::printf("[ NOTE     ] %s: not compared with cpu-bf16: %s\n", what.c_str(), c.cuda_off_table.c_str());
   // A device backend must also be deterministic (two runs from one seed are bit-identical): the case again, the
   // same bits. (The CPU backend's sums are thread-count independent by construction; test_ops checks that.)
-  if (backend.name() != "cpu" && backend.name() != "cpu-f64") {
+  if (backend.name().rfind("cpu", 0) != 0) {
     const Results again = run_case(backend, c);
     for (size_t i = 0; i < c.tensors.size(); ++i) {
       const bool same = got.bytes[i] == again.bytes[i] && got.values[i].size() == again.values[i].size() &&
@@ -287,6 +297,11 @@ void expect_conformance(Backend& backend, Backend& oracle, Backend& cpu_fp32, co
     double scale = 0;
     for (double x : r)
       if (!std::isnan(x)) scale = std::max(scale, std::fabs(x));
+    if (!twin_got.values.empty()) {
+      const double to_twin = l2(g, &twin_got.values[i]), to_oracle = l2(g, &r);
+      EXPECT_LE(to_twin, to_oracle + 1e-30) << t.name << ": L2 distance " << to_twin << " to cpu-bf16, " << to_oracle
+                                             << " to the fp64 oracle";
+    }
     if (bf16) {
       std::string why;
       EXPECT_TRUE(within_twice_naive(g, r, naive.values[i], &why)) << t.name << ": " << why;
@@ -385,6 +400,16 @@ std::vector<LinearShape> linear_shapes() {
   };
 }
 
+// The CUDA backend follows the table's GELU (from the fp32 sum, cuBLASLt's epilogues) only where cuBLASLt's
+// epilogue runs: one group, a leading dimension a multiple of 8, and BERTPERF_CUDA_GELU unset. Elsewhere its own kernel
+// applies GELU (or its derivative) to the bf16-rounded pre-activation (or product).
+std::string cuda_gelu_off_table(bool epilogue_fits) {
+  const char* own = std::getenv("BERTPERF_CUDA_GELU");
+  if (own && std::string(own) == "kernel") return "BERTPERF_CUDA_GELU=kernel applies GELU to the rounded product";
+  if (!epilogue_fits) return "cuBLASLt's GELU epilogues need one group and ld % 8 == 0; the kernel rounds first";
+  return "";
+}
+
 Case linear_forward_case(Gen& g, const LinearShape& s) {
   Case c{"linear_forward", describe(s)};
   const size_t ws = static_cast<size_t>(s.I) * s.O, bs = s.O;
@@ -394,6 +419,7 @@ Case linear_forward_case(Gen& g, const LinearShape& s) {
   const double w_scale = 1.0 / std::sqrt(double(s.I));
   const int w = c.in("weight", Kind::W, g.uniform(ws * s.groups, -w_scale, w_scale));
   const int b = s.bias ? c.in("bias", Kind::W, g.uniform(bs * s.groups)) : -1;
+  if (s.act == Activation::GELU) c.cuda_off_table = cuda_gelu_off_table(s.groups == 1 && s.ldo % 8 == 0);
   c.run = [=](Backend& be, const std::vector<void*>& t) {
     be.linear_forward({t[out], pre >= 0 ? t[pre] : nullptr, t[inp], t[w], b >= 0 ? t[b] : nullptr, s.N, s.I, s.O,
                        s.groups, ws, bs, s.ldo, s.layout, s.act});
@@ -416,6 +442,7 @@ Case linear_backward_case(Gen& g, const LinearShape& s, bool accumulate_dinp, Ac
                         : -1;
   const int dab = dinp_act != Activation::NONE ? c.inout("dinp_act_dbias", Kind::F, g.uniform(s.I, -0.5, 0.5)) : -1;
   c.rtol = 2e-5;
+  if (dinp_act == Activation::GELU) c.cuda_off_table = cuda_gelu_off_table(s.groups == 1 && s.I % 8 == 0);
   c.run = [=](Backend& be, const std::vector<void*>& t) {
     ops::LinearBackward p{t[dinp], t[dw], db >= 0 ? t[db] : nullptr, t[dout], t[inp], t[w], s.N, s.I, s.O,
                           s.groups, ws, bs, s.ldo, s.layout, accumulate_dinp};
@@ -550,6 +577,10 @@ Case attention_case(Gen& g, const AttentionShape& s, float p, bool backward, con
     dctx = c.in("dctx", Kind::A, g.uniform(static_cast<size_t>(N) * H));
   }
   c.rtol = 2e-5;
+  const char* impl = std::getenv("BERTPERF_CUDA_ATTENTION");
+  if (impl && std::string(impl) == "kernel")
+    c.cuda_off_table = "BERTPERF_CUDA_ATTENTION=kernel keeps the probabilities and dS in fp32 (the table rounds them, as "
+                       "cuDNN's fused kernel)";
   const int sequences = l.sequences();
   c.run = [=](Backend& be, const std::vector<void*>& t) {
     const ops::Dropout d = dropout_at(t, counter, p, 9);
@@ -753,12 +784,14 @@ class BackendOps : public testing::TestWithParam<std::string> {
     backend_ = make_backend(options);
     oracle_ = make_cpu_backend(DType::F64, 0);
     cpu_fp32_ = make_cpu_backend(DType::F32, 0);
+    if (GetParam() == "cuda") twin_ = make_cpu_backend(DType::BF16, 0);
   }
-  // Runs the case against the oracle (dropout off for an op the backend draws its own masks for).
-  void check(const Case& c) { expect_conformance(*backend_, *oracle_, *cpu_fp32_, c); }
+  // Runs the case against the oracle (dropout off for an op the backend draws its own masks for), and the CUDA
+  // backend against its CPU twin too.
+  void check(const Case& c) { expect_conformance(*backend_, *oracle_, *cpu_fp32_, c, twin_.get()); }
   float dropout_for(const std::string& op, float p) const { return draws_own_masks(GetParam(), op) ? 0.0f : p; }
 
-  std::unique_ptr<Backend> backend_, oracle_, cpu_fp32_;
+  std::unique_ptr<Backend> backend_, oracle_, cpu_fp32_, twin_;
 };
 
 TEST_P(BackendOps, Memory) {
@@ -1057,8 +1090,12 @@ TEST(NaiveBf16Reference, RoundsWhereTheBackendKeepsBf16AndBoundsTheError) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, BackendOps, testing::Values("cpu", "cuda"),
-                         [](const testing::TestParamInfo<std::string>& info) { return info.param; });
+INSTANTIATE_TEST_SUITE_P(Backends, BackendOps, testing::Values("cpu", "cpu-bf16", "cuda"),
+                         [](const testing::TestParamInfo<std::string>& info) {
+                           std::string name = info.param;
+                           std::replace(name.begin(), name.end(), '-', '_');
+                           return name;
+                         });
 
 }  // namespace
 }  // namespace bertperf
