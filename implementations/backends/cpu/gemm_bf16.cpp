@@ -50,7 +50,8 @@ struct Tiling {
 };
 
 Tiling tiling(const Bf16Gemm& g) {
-  const int Mt = std::min(kMaxTileRows, round_up(g.M, 16));
+  // Row tiles of equal size (so a last tile is not mostly padding), a multiple of 16: at most 32 shapes per GEMM.
+  const int Mt = std::min(kMaxTileRows, round_up(ceil_div(g.M, ceil_div(g.M, kMaxTileRows)), 16));
   const int Nt = std::min(std::clamp(static_cast<int>(kTileFloats / Mt) / 64 * 64, 64, kMaxTileCols), g.N);
   return {Mt, Nt, ceil_div(g.M, Mt), ceil_div(g.N, Nt), std::max(1, ceil_div(g.K, kGemmKChunk))};
 }
@@ -239,21 +240,47 @@ std::vector<PrimitiveKey> primitive_keys(const Bf16Gemm& g, const Tiling& t) {
   return keys;
 }
 
-// acc (+)= the product of one K chunk of a tile, through oneDNN on the calling thread.
-void onednn_chunk(const Primitive& p, const bf16* a, const bf16* b_source, float* c, ThreadBuffers& tb) {
-  Onednn& o = onednn();
-  thread_local dnnl::stream stream(o.engine);
-  unsigned char* scratch = grown(tb.scratchpad, std::max<size_t>(p.scratchpad.get_size(), 1));
-  bf16* packed = grown(tb.b_packed, p.b.get_size() / sizeof(bf16) + 1);
-  dnnl::memory bs(p.b_source, o.engine, const_cast<bf16*>(b_source)), bm(p.b, o.engine, packed);
-  p.pack_b.execute(stream, bs, bm);
-  dnnl::memory am(p.a, o.engine, const_cast<bf16*>(a)), cm(p.c, o.engine, c), sm(p.scratchpad, o.engine, scratch);
-  p.matmul.execute(stream, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}, {DNNL_ARG_SCRATCHPAD, sm}});
+dnnl::stream& thread_stream() {
+  thread_local dnnl::stream stream(onednn().engine);
+  return stream;
 }
 
-void onednn_tile(const Bf16Gemm& g, const Tiling& t, int m0, int rows, int n0, int nt, float* tile,
-                 ThreadBuffers& tb) {
+// B's chunk packed into the primitive's layout.
+void pack_b(const Primitive& p, const bf16* b_source, bf16* packed) {
+  dnnl::memory bs(p.b_source, onednn().engine, const_cast<bf16*>(b_source)), bm(p.b, onednn().engine, packed);
+  p.pack_b.execute(thread_stream(), bs, bm);
+}
+
+// acc (+)= the product of one K chunk of a tile, through oneDNN on the calling thread.
+void onednn_chunk(const Primitive& p, const bf16* a, const bf16* b_packed, float* c, ThreadBuffers& tb) {
   Onednn& o = onednn();
+  unsigned char* scratch = grown(tb.scratchpad, std::max<size_t>(p.scratchpad.get_size(), 1));
+  dnnl::memory am(p.a, o.engine, const_cast<bf16*>(a)), bm(p.b, o.engine, const_cast<bf16*>(b_packed)),
+      cm(p.c, o.engine, c), sm(p.scratchpad, o.engine, scratch);
+  p.matmul.execute(thread_stream(),
+                   {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}, {DNNL_ARG_SCRATCHPAD, sm}});
+}
+
+const bf16* b_chunk(const Bf16Gemm& g, int n0, int k0) {
+  return g.trans_b ? g.B + static_cast<size_t>(n0) * g.ldb + k0 : g.B + static_cast<size_t>(k0) * g.ldb + n0;
+}
+
+// B packed once per GEMM when several row tiles share it: pack (column tile ni, chunk c) at packed + offset[ni * chunks
+// + c] elements. One buffer for the process, grown when a larger GEMM comes (the backend runs one op at a time).
+struct PackedB {
+  AlignedBuffer<bf16> buffer;
+  std::vector<size_t> offset;
+};
+
+PackedB& packed_b() {
+  static PackedB packed;
+  return packed;
+}
+
+void onednn_tile(const Bf16Gemm& g, const Tiling& t, int m0, int rows, int ni, float* tile, ThreadBuffers& tb,
+                 const PackedB* packed) {
+  Onednn& o = onednn();
+  const int n0 = ni * t.Nt, nt = std::min(t.Nt, g.N - n0);
   for (int k0 = 0, c = 0; k0 < g.K || c == 0; k0 += kGemmKChunk, ++c) {
     const int kc = std::min(kGemmKChunk, g.K - k0);
     if (kc <= 0) {  // K = 0: the product is 0
@@ -265,10 +292,42 @@ void onednn_tile(const Bf16Gemm& g, const Tiling& t, int m0, int rows, int n0, i
     const bf16* a = !dense                ? padded_a(g, m0, rows, t.Mt, k0, kc, tb)
                     : g.trans_a ? g.A + static_cast<size_t>(k0) * g.lda + m0
                                 : g.A + static_cast<size_t>(m0) * g.lda + k0;
-    const bf16* b = g.trans_b ? g.B + static_cast<size_t>(n0) * g.ldb + k0 : g.B + static_cast<size_t>(k0) * g.ldb + n0;
     const Primitive& p = o.get({t.Mt, nt, kc, g.ldb, nt, g.trans_a, g.trans_b, c > 0});
+    const bf16* b;
+    if (packed) {
+      b = packed->buffer.data() + packed->offset[static_cast<size_t>(ni) * t.k_chunks + c];
+    } else {
+      bf16* own = grown(tb.b_packed, p.b.get_size() / sizeof(bf16) + 1);
+      pack_b(p, b_chunk(g, n0, k0), own);
+      b = own;
+    }
     onednn_chunk(p, a, b, tile, tb);
   }
+}
+
+// Packs every (column tile, chunk) of B, in parallel; returns null when there is one row tile (each tile packs its
+// own then, at no extra cost) or the GEMM runs inside a parallel region.
+const PackedB* pack_all_b(const Bf16Gemm& g, const Tiling& t) {
+  if (t.m_tiles == 1 || omp_in_parallel() || g.K <= 0) return nullptr;
+  PackedB& packed = packed_b();
+  const int packs = t.n_tiles * t.k_chunks;
+  packed.offset.resize(packs);
+  std::vector<const Primitive*> prims(packs);
+  size_t total = 0;
+  for (int i = 0; i < packs; ++i) {
+    const int ni = i / t.k_chunks, c = i % t.k_chunks;
+    const int nt = std::min(t.Nt, g.N - ni * t.Nt), kc = std::min(kGemmKChunk, g.K - c * kGemmKChunk);
+    prims[i] = &onednn().get({t.Mt, nt, kc, g.ldb, nt, g.trans_a, g.trans_b, c > 0});
+    packed.offset[i] = total;
+    total += (prims[i]->b.get_size() / sizeof(bf16) + 127) / 128 * 128;
+  }
+  if (packed.buffer.size() < total) packed.buffer.resize(total);
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int i = 0; i < packs; ++i) {
+    const int ni = i / t.k_chunks, c = i % t.k_chunks;
+    pack_b(*prims[i], b_chunk(g, ni * t.Nt, c * kGemmKChunk), packed.buffer.data() + packed.offset[i]);
+  }
+  return &packed;
 }
 #endif
 
@@ -276,6 +335,14 @@ void run_tiles(const Bf16Gemm& g, TileEpilogue epilogue, GemmPath path) {
   if (g.M <= 0 || g.N <= 0) return;
   const Tiling t = tiling(g);
   const int tiles = t.m_tiles * t.n_tiles;
+#ifdef BERTPERF_HAVE_DNNL
+  // The primitives first, outside the threads (a JIT compilation the first time a shape comes), then B packed.
+  const PackedB* packed = nullptr;
+  if (path == GemmPath::ONEDNN) {
+    for (const PrimitiveKey& k : primitive_keys(g, t)) onednn().get(k);
+    packed = pack_all_b(g, t);
+  }
+#endif
   auto one_tile = [&](int i) {
     const int mi = i / t.n_tiles, ni = i % t.n_tiles;
     const int m0 = mi * t.Mt, n0 = ni * t.Nt;
@@ -284,7 +351,7 @@ void run_tiles(const Bf16Gemm& g, TileEpilogue epilogue, GemmPath path) {
     float* tile = grown(tb.tile, static_cast<size_t>(t.Mt) * t.Nt);
 #ifdef BERTPERF_HAVE_DNNL
     if (path == GemmPath::ONEDNN) {
-      onednn_tile(g, t, m0, rows, n0, nt, tile, tb);
+      onednn_tile(g, t, m0, rows, ni, tile, tb, packed);
     } else {
       emulated_tile(g, m0, rows, n0, nt, tile, nt, tb);
     }
@@ -293,11 +360,6 @@ void run_tiles(const Bf16Gemm& g, TileEpilogue epilogue, GemmPath path) {
 #endif
     epilogue(m0, rows, n0, nt, tile, nt);
   };
-#ifdef BERTPERF_HAVE_DNNL
-  // The primitives first, outside the threads (a JIT compilation the first time a shape comes).
-  if (path == GemmPath::ONEDNN)
-    for (const PrimitiveKey& k : primitive_keys(g, t)) onednn().get(k);
-#endif
   if (omp_in_parallel() || tiles == 1) {
     for (int i = 0; i < tiles; ++i) one_tile(i);
     return;
