@@ -12,6 +12,9 @@ with dropout 0.1 on, exactly the step our C++ trainer times:
     weight decay 0.01, LayerNorm/bias exclusions, trust ratio), written with PyTorch's multi-tensor
     foreach ops so the optimizer is not a Python-loop bottleneck.
 
+With --autocast bf16 the forward and the loss run under torch.autocast("cpu", dtype=torch.bfloat16) (bf16
+matmuls through oneDNN, fp32 master weights, gradients and LAMB): the peer of bertperf's cpu-bf16 backend.
+
 Shapes: --model mini (L4 H256 A4 I1024), base (L12 H768 A12 I3072), large (L24 H1024 A16 I4096),
 vocab 30522, --seq-len 128 (default) with 20 predictions per sequence (76 at seq 512).
 
@@ -105,15 +108,17 @@ def make_batch(batch, seq_len, preds, vocab, device, gen):
     }
 
 
-def train_step(model, opt, b, lr):
-    out = model.bert(input_ids=b["input_ids"], attention_mask=b["attention_mask"], token_type_ids=b["token_type_ids"])
-    seq = out.last_hidden_state
-    gathered = seq.reshape(-1, seq.shape[-1]).index_select(0, b["mlm_positions"])
-    mlm_logits = model.cls.predictions(gathered)
-    nsp_logits = model.cls.seq_relationship(out.pooler_output)
-    per_ex = torch.nn.functional.cross_entropy(mlm_logits, b["mlm_labels"], reduction="none")
-    w = b["mlm_weights"]
-    loss = (w * per_ex).sum() / (w.sum() + 1e-5) + torch.nn.functional.cross_entropy(nsp_logits, b["nsp_labels"])
+def train_step(model, opt, b, lr, autocast=None):
+    with torch.autocast(b["input_ids"].device.type, dtype=autocast, enabled=autocast is not None):
+        out = model.bert(input_ids=b["input_ids"], attention_mask=b["attention_mask"],
+                         token_type_ids=b["token_type_ids"])
+        seq = out.last_hidden_state
+        gathered = seq.reshape(-1, seq.shape[-1]).index_select(0, b["mlm_positions"])
+        mlm_logits = model.cls.predictions(gathered)
+        nsp_logits = model.cls.seq_relationship(out.pooler_output)
+        per_ex = torch.nn.functional.cross_entropy(mlm_logits, b["mlm_labels"], reduction="none")
+        w = b["mlm_weights"]
+        loss = (w * per_ex).sum() / (w.sum() + 1e-5) + torch.nn.functional.cross_entropy(nsp_logits, b["nsp_labels"])
     model.zero_grad(set_to_none=False)
     loss.backward()
     opt.step(lr)
@@ -133,7 +138,10 @@ def main():
     ap.add_argument("--attn", default="sdpa", choices=["sdpa", "eager"], help="HF attention implementation")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--autocast", choices=["off", "bf16"], default="off",
+                    help="bf16: forward and loss under torch.autocast (bf16 matmuls, fp32 master weights)")
     args = ap.parse_args()
+    autocast = torch.bfloat16 if args.autocast == "bf16" else None
     if args.threads:
         torch.set_num_threads(args.threads)
     # The reference's max_predictions_per_seq: 20 at 128 and 76 at 512; about 15% elsewhere.
@@ -150,16 +158,17 @@ def main():
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
 
     for _ in range(args.warmup):
-        train_step(model, opt, batch, 1e-4)
+        train_step(model, opt, batch, 1e-4, autocast)
     sync()
     base = {"bench": "pytorch_step", "model": args.model, "batch": args.batch, "seq_len": args.seq_len,
             "predictions": preds, "threads": torch.get_num_threads(), "attn": args.attn, "device": str(device),
+            "autocast": args.autocast,
             "torch": torch.__version__.split("+")[0], "params": sum(p.numel() for p in model.parameters())}
     best = math.inf
     for r in range(args.repeats):
         t0, c0 = time.perf_counter(), time.process_time()
         for _ in range(args.steps):
-            loss = train_step(model, opt, batch, 1e-4)
+            loss = train_step(model, opt, batch, 1e-4, autocast)
         sync()
         dt = (time.perf_counter() - t0) / args.steps
         cpu = (time.process_time() - c0) / args.steps

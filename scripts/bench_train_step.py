@@ -8,12 +8,17 @@ the same batch and thread count, alternating the two so both see the same machin
 each one's best repeat. Also runs OpenBLAS sgemm at the BERT-base GEMM shapes (the bertperf_bench
 microbenchmark) so the step's achieved GFLOP/s can be read against plain sgemm on this machine.
 
+With --backends cpu cpu-bf16, bertperf runs on each backend and each has its PyTorch peer: fp32 eager for "cpu",
+eager under torch.autocast("cpu", dtype=torch.bfloat16) for "cpu-bf16" (its bf16 matmuls are oneDNN's). The table
+then also gives cpu-bf16's speed-up over cpu.
+
 Prints a Markdown table: sequences/s of each, the ratio, bertperf's GFLOP/s, activation arena and
 peak resident memory; with --json, the raw records too.
 
 Run from the repository root after scripts/build.sh and scripts/setup.sh --reference:
   .venv/bin/python scripts/bench_train_step.py --threads 2
   .venv/bin/python scripts/bench_train_step.py --shapes mini:32 base:8 base:32 --rounds 2
+  .venv/bin/python scripts/bench_train_step.py --shapes mini:32 base:8 --backends cpu cpu-bf16 --rounds 3
 """
 
 import argparse
@@ -49,6 +54,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=2, help="alternating rounds; the best of all is kept")
     ap.add_argument("--bertperf", default=os.path.join(ROOT, "build/bin/bertperf"))
     ap.add_argument("--python-ref", default=os.path.join(ROOT, ".venv-ref/bin/python"))
+    ap.add_argument("--backends", nargs="+", default=["cpu"], choices=["cpu", "cpu-bf16"],
+                    help="bertperf backends, each beside its PyTorch peer (cpu-bf16: autocast bf16)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
 
@@ -56,26 +63,38 @@ def main():
     for shape in args.shapes:
         model, batch = shape.split(":")
         steps = "3" if model == "mini" else "2"
-        ours_cmd = [args.bertperf, "bench-step", "--model", model, "--batch", batch, "--threads", str(args.threads),
-                    "--warmup", "1", "--steps", steps, "--repeats", "2"]
-        peer_cmd = [args.python_ref, "scripts/bench_pytorch_step.py", "--model", model, "--batch", batch,
-                    "--threads", str(args.threads), "--warmup", "1", "--steps", steps, "--repeats", "2"]
-        ours, peer = None, None
+        cmds = {}
+        for backend in args.backends:
+            ours_cmd = [args.bertperf, "bench-step", "--model", model, "--batch", batch, "--threads",
+                        str(args.threads), "--backend", backend, "--warmup", "1", "--steps", steps, "--repeats", "2"]
+            peer_cmd = [args.python_ref, "scripts/bench_pytorch_step.py", "--model", model, "--batch", batch,
+                        "--threads", str(args.threads), "--warmup", "1", "--steps", steps, "--repeats", "2",
+                        "--autocast", "bf16" if backend == "cpu-bf16" else "off"]
+            cmds[backend] = (ours_cmd, peer_cmd)
+        best = {b: [None, None] for b in args.backends}
+        # Alternating: every round runs each side of each backend once, so all see the same machine state.
         for _ in range(args.rounds):
-            o, p = best_record(ours_cmd), best_record(peer_cmd)
-            ours = o if ours is None or o["seqs_per_s"] > ours["seqs_per_s"] else ours
-            peer = p if peer is None or p["seqs_per_s"] > peer["seqs_per_s"] else peer
-            print(f"{shape}: bertperf {o['seqs_per_s']} seq/s, pytorch {p['seqs_per_s']} seq/s", file=sys.stderr)
-        rows.append((model, int(batch), ours, peer))
+            for backend, (ours_cmd, peer_cmd) in cmds.items():
+                o, p = best_record(ours_cmd), best_record(peer_cmd)
+                kept = best[backend]
+                kept[0] = o if kept[0] is None or o["seqs_per_s"] > kept[0]["seqs_per_s"] else kept[0]
+                kept[1] = p if kept[1] is None or p["seqs_per_s"] > kept[1]["seqs_per_s"] else kept[1]
+                print(f"{shape} {backend}: bertperf {o['seqs_per_s']} seq/s, pytorch {p['seqs_per_s']} seq/s",
+                      file=sys.stderr)
+        for backend in args.backends:
+            rows.append((model, int(batch), backend, best[backend][0], best[backend][1]))
 
     sgemm = sgemm_gflops(os.path.join(os.path.dirname(args.bertperf), "bertperf_bench"), args.threads)
-    print(f"| model | batch | threads | bertperf seq/s | PyTorch seq/s | ratio | bertperf GFLOP/s | "
-          f"arena MiB | peak RSS MiB |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
-    for model, batch, ours, peer in rows:
-        print(f"| {model} | {batch} | {args.threads} | {ours['seqs_per_s']:.2f} | {peer['seqs_per_s']:.2f} | "
-              f"{ours['seqs_per_s'] / peer['seqs_per_s']:.2f}x | {ours['gflops']:.1f} | {ours['arena_mib']:.0f} | "
-              f"{ours['peak_rss_mib']:.0f} |")
+    print(f"| model | batch | threads | backend | bertperf seq/s | PyTorch seq/s | ratio | vs cpu | bertperf GFLOP/s | "
+          f"GEMM share | arena MiB | peak RSS MiB |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    fp32 = {(m, b): o for m, b, backend, o, _ in rows if backend == "cpu"}
+    for model, batch, backend, ours, peer in rows:
+        base = fp32.get((model, batch))
+        vs_cpu = f"{ours['seqs_per_s'] / base['seqs_per_s']:.2f}x" if base and backend != "cpu" else "-"
+        print(f"| {model} | {batch} | {args.threads} | {backend} | {ours['seqs_per_s']:.2f} | {peer['seqs_per_s']:.2f} | "
+              f"{ours['seqs_per_s'] / peer['seqs_per_s']:.2f}x | {vs_cpu} | {ours['gflops']:.1f} | "
+              f"{ours.get('gemm_share', 0):.2f} | {ours['arena_mib']:.0f} | {ours['peak_rss_mib']:.0f} |")
     if sgemm:
         print(f"\nOpenBLAS sgemm at the BERT-base GEMM shapes, {args.threads} threads: {sgemm:.1f} GFLOP/s (best shape).")
     if args.json:

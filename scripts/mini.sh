@@ -3,22 +3,28 @@
 # mini data set, run the result set (the benchmark's run count, or --runs N), check every log with
 # bertperf-check and with the official mlperf-logging checker, and print the report with plots,
 # compared with the committed result set of this machine type (results/mini_cpu_2c) as the baseline.
-# Usage: scripts/mini.sh [--runs N] [--out DIR]
-#   --out  where the new result set goes (default: results/mini_cpu_2c-<UTC date-time>, a fresh
-#          directory; the committed set is never overwritten)
+# Usage: scripts/mini.sh [--runs N] [--out DIR] [--config FILE]
+#   --out     where the new result set goes (default: results/mini_<system>-<UTC date-time>, a fresh
+#             directory; a committed set is never overwritten)
+#   --config  the train config (default: benchmarks/bert/mini/cpu_2c.json; cpu_2c_bf16.json is the same
+#             recipe on the cpu-bf16 backend, reported beside the fp32 set)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 runs=""
+config="benchmarks/bert/mini/cpu_2c.json"
 baseline="results/mini_cpu_2c"
-out="$baseline-$(date -u +%Y%m%d-%H%M%S)"
+out=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --runs) runs="--runs $2"; shift 2 ;;
     --out) out="$2"; shift 2 ;;
-    *) echo "usage: scripts/mini.sh [--runs N] [--out DIR]" >&2; exit 2 ;;
+    --config) config="$2"; shift 2 ;;
+    *) echo "usage: scripts/mini.sh [--runs N] [--out DIR] [--config FILE]" >&2; exit 2 ;;
   esac
 done
+system=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["system"])' "$config")
+[ -n "$out" ] || out="results/mini_$system-$(date -u +%Y%m%d-%H%M%S)"
 
 step() { echo; echo "== $*"; }
 
@@ -47,7 +53,7 @@ fi
 
 step "result set: $out"
 # shellcheck disable=SC2086
-"$bertperf" run --config benchmarks/bert/mini/cpu_2c.json --out "$out" $runs
+"$bertperf" run --config "$config" --out "$out" $runs
 
 # Both checkers and the report always run; the script's exit status says whether all checks passed.
 status=0

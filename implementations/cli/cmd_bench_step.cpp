@@ -127,7 +127,7 @@ int cmd_bench_step(const Args& args, DistContext& dist) {
                      "repeats"},
                     {"help", "packed", "eager"});
   if (opt.flag("help")) {
-    std::cout << "usage: bertperf bench-step [--model mini|base|large | --config CONFIG.json] [--backend cpu|cuda]\n"
+    std::cout << "usage: bertperf bench-step [--model mini|base|large | --config CONFIG.json] [--backend cpu|cpu-bf16|cuda]\n"
                  "                          [--batch 32] [--seq-len 128] [--predictions P] [--threads N] [--warmup 2]\n"
                  "                          [--steps 5] [--repeats 3] [--packed] [--eager]\n"
                  "  --model   a standard shape: mini (L4 H256), base (L12 H768) or large (L24 H1024)\n"

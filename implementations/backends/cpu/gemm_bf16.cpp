@@ -1,7 +1,7 @@
 // The bf16 GEMM of the cpu-bf16 backend (gemm_bf16.h): tiles of the product shared out over the OpenMP threads,
 // each tile summed chunk by chunk along K (oneDNN's matmul, or our emulation of it), then handed to the epilogue.
 //
-// Tiles: Mt rows (a multiple of 16, at most 512) by Nt columns, the fp32 tile about 1 MB, so it is still in cache
+// Tiles: Mt rows (a multiple of 64, or of 16 below 64; at most 512) by Nt columns, the fp32 tile about 1 MB, so it is still in cache
 // when the epilogue reads it. A tile whose rows run past M (the last one, when Mt does not divide M) is computed
 // from a zero-padded copy of its rows of A, so oneDNN sees a few tile shapes per GEMM rather than one per batch
 // size (each new shape costs a JIT compilation). oneDNN packs each tile's B chunk itself; that copy is about 1/Mt
@@ -50,8 +50,11 @@ struct Tiling {
 };
 
 Tiling tiling(const Bf16Gemm& g) {
-  // Row tiles of equal size (so a last tile is not mostly padding), a multiple of 16: at most 32 shapes per GEMM.
-  const int Mt = std::min(kMaxTileRows, round_up(ceil_div(g.M, ceil_div(g.M, kMaxTileRows)), 16));
+  // Row tiles of equal size (so a last tile is not mostly padding), a multiple of 64 (of 16 below 64 rows): a CPU
+  // batch's token count changes from step to step, and each tile height is a primitive (a JIT compilation) per GEMM,
+  // so few heights, at most 12, at the cost of up to 63 padded rows.
+  const int rows = ceil_div(g.M, ceil_div(g.M, kMaxTileRows));
+  const int Mt = std::min(kMaxTileRows, round_up(rows, rows < 64 ? 16 : 64));
   const int Nt = std::min(std::clamp(static_cast<int>(kTileFloats / Mt) / 64 * 64, 64, kMaxTileCols), g.N);
   return {Mt, Nt, ceil_div(g.M, Mt), ceil_div(g.N, Nt), std::max(1, ceil_div(g.K, kGemmKChunk))};
 }
