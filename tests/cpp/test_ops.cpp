@@ -1499,7 +1499,7 @@ TEST(Determinism, SplitGemmEqualsOneThreadGemm) {
   EXPECT_EQ(one_t, many_t);  // the short side split too
 }
 
-// "cpu" runs cpu::op<float>, "cpu-f64" cpu::op<double>, on their own memory.
+// "cpu" runs cpu::op<float>, "cpu-f64" cpu::op<double>, "cpu-bf16" cpu::op<bf16>, on their own memory.
 TEST(CpuBackend, OpsForwardToTheirInstantiationAndMemoryIsHostMemory) {
   std::mt19937_64 rng(18);
   const int N = 9, C = 16;
@@ -1536,7 +1536,13 @@ TEST(CpuBackend, OpsForwardToTheirInstantiationAndMemoryIsHostMemory) {
   f64->fill_zero(c.data(), 100 * sizeof(float));
   EXPECT_EQ(c.as<float>()[99], 0.0f);
   EXPECT_THROW(f64->convert(c.data(), DType::BF16, a.data(), DType::F64, 100), InternalError);
-  EXPECT_THROW(make_cpu_backend(DType::BF16, 0), InternalError);
+  // "cpu-bf16" runs cpu::op<bf16>: bf16 activations and weight copy, fp32 master, its attention buffers in fp32.
+  const std::unique_ptr<Backend> bf16 = make_cpu_backend(DType::BF16, 0);
+  EXPECT_EQ(bf16->name(), "cpu-bf16");
+  EXPECT_EQ(bf16->act_dtype(), DType::BF16);
+  EXPECT_EQ(bf16->weight_dtype(), DType::BF16);
+  EXPECT_EQ(bf16->master_dtype(), DType::F32);
+  EXPECT_EQ(bf16->attention_saved_bytes(256, 4, 128, 12), size_t{12} * 256 * 128 * sizeof(float));
   // The attention buffers hold the largest batch: heads * tokens * max_seqlen probabilities.
   EXPECT_EQ(f64->attention_saved_bytes(256, 4, 128, 12), size_t{12} * 256 * 128 * sizeof(double));
   EXPECT_EQ(cpu->attention_workspace_bytes(256, 4, 128, 12), size_t{12} * 256 * 128 * sizeof(float));
