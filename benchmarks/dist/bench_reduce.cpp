@@ -1,5 +1,5 @@
 // Gradient reduction timed under mpirun (also across the hosts of scripts/netns_hosts.sh): for each buffer size,
-// Open MPI's MPI_Allreduce of the whole fp32 buffer alone, beside our reducers (dist/reducer.h) on the same buffer,
+// Open MPI's MPI_Allreduce of the whole fp32 buffer alone, beside our reducers (comm/reducer.h) on the same buffer,
 // and, with --compute-ms, a simulated backward of --layers equal layers (busy work on this rank's thread) that reports
 // each layer ready: the step with MPI_Allreduce after the backward against the bucketed reducer overlapped with it.
 // Every time is the slowest rank's, the median (and the fastest) of --reps runs after one warm-up.
@@ -21,8 +21,8 @@
 #include <vector>
 
 #include "core/errors.h"
-#include "dist/context.h"
-#include "dist/reducer.h"
+#include "comm/context.h"
+#include "comm/reducer.h"
 
 using namespace bertperf;
 

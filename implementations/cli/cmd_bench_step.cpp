@@ -13,7 +13,7 @@
 
 #include "cli/args.h"
 #include "backends/backend.h"
-#include "dist/reducer.h"
+#include "comm/reducer.h"
 #include "harness/train_config.h"
 #include "harness/train_step.h"
 #include "model/bert.h"

@@ -26,7 +26,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "core/errors.h"
-#include "dist/context.h"
+#include "comm/context.h"
 #include "harness/system_description.h"
 #include "harness/timed_run.h"
 #include "harness/train_config.h"
@@ -330,7 +330,7 @@ int cmd_run_once(const Args& args, DistContext& world) {
                                            .name_space = "",
                                            .rank = world.rank(),
                                            .file_label = log_path.string()});
-  // Another rank's failure ends the job from rank 0's watcher thread (dist/context.h): the run is logged as aborted
+  // Another rank's failure ends the job from rank 0's watcher thread (comm/context.h): the run is logged as aborted
   // and its log committed first, unless this rank has finished it already (its own log then stands).
   std::mutex ending;
   bool ended = false;

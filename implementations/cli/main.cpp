@@ -8,7 +8,7 @@
 #include <memory>
 
 #include "cli/commands.h"
-#include "dist/context.h"
+#include "comm/context.h"
 
 namespace {
 

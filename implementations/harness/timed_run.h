@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "dist/context.h"
+#include "comm/context.h"
 #include "harness/system_description.h"
 #include "harness/train_config.h"
 #include "harness/train_session.h"
@@ -47,7 +47,7 @@ using TrainingRunFactory = std::function<std::unique_ptr<TrainingRun>(const Trai
 // The real thing: a TrainSession on the job's ranks (harness/session_run.cpp).
 TrainingRunFactory train_session_factory(DistContext& dist);
 
-// Where a timed run is, for ending its log from another thread (a peer rank's failure, dist/context.h).
+// Where a timed run is, for ending its log from another thread (a peer rank's failure, comm/context.h).
 struct TimedRunState {
   std::atomic<bool> started{false};   // run_start is logged
   std::atomic<int64_t> samples{0};    // samples trained, as of the last step

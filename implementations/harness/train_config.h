@@ -23,7 +23,7 @@
 //                      "reduction": { "algorithm": "allreduce" (default) | "bucketed" | "hierarchical",
 //                                     "bucket_mb": number (optional, bucketed: MiB per bucket, default 25),
 //                                     "shard_optimizer": bool (optional, ZeRO-1 LAMB; with "allreduce" only) }
-//                                   (optional; dist/reducer.h) } (optional),
+//                                   (optional; comm/reducer.h) } (optional),
 //     "lamb": { "learning_rate", "beta1", "beta2", "epsilon", "weight_decay", "max_grad_norm",
 //               "train_steps", "warmup_steps", "start_warmup_step", "poly_power" },
 //     "eval": { "batch_size": int, "interval_samples": int (optional) },
@@ -40,7 +40,7 @@
 #include <vector>
 
 #include "backends/backend.h"
-#include "dist/reducer.h"
+#include "comm/reducer.h"
 #include "model/bert_config.h"
 #include "optim/hyperparams.h"
 
@@ -67,7 +67,7 @@ struct TrainConfig {
   BackendOptions backend;             // where the model runs
   bool clip_after_reduction = false;  // clip the reduced gradient, not each micro-batch's (harness/train_step.h)
   bool balanced_batches = false;      // deal each global batch out by real tokens (ReaderOptions::balance)
-  ReductionOptions reduction;         // how gradients are summed over ranks (dist/reducer.h)
+  ReductionOptions reduction;         // how gradients are summed over ranks (comm/reducer.h)
   LambHyperparams lamb;
   // Eval and stopping. After loading, eval_interval_samples and max_samples are always resolved
   // (> 0): from the config, else the benchmark's cadence formula / the end of the LR schedule.

@@ -7,7 +7,7 @@
 
 #include "data/layouts.h"
 #include "data/reader.h"
-#include "dist/reducer.h"
+#include "comm/reducer.h"
 #include "harness/train_step.h"
 #include "model/bert.h"
 #include "model/checkpoint.h"

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "dist/context.h"
+#include "comm/context.h"
 #include "harness/train_config.h"
 
 namespace bertperf {

@@ -26,7 +26,7 @@
 
 #include "backends/backend.h"
 #include "data/batch.h"
-#include "dist/reducer.h"
+#include "comm/reducer.h"
 #include "model/batch_stage.h"
 #include "model/bert.h"
 #include "model/param_buffers.h"

@@ -21,8 +21,8 @@
 #include <vector>
 
 #include "core/errors.h"
-#include "dist/context.h"
-#include "dist/reducer.h"
+#include "comm/context.h"
+#include "comm/reducer.h"
 
 using namespace bertperf;
 

@@ -18,8 +18,8 @@
 
 #include "core/errors.h"
 #include "data/reader.h"
-#include "dist/context.h"
-#include "dist/reducer.h"
+#include "comm/context.h"
+#include "comm/reducer.h"
 #include "harness/train_config.h"
 #include "harness/train_step.h"
 #include "model/bert.h"

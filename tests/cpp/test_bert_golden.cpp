@@ -7,7 +7,7 @@
 #include <cmath>
 
 #include "core/hdf5.h"
-#include "dist/reducer.h"
+#include "comm/reducer.h"
 #include "harness/train_step.h"
 #include "model/bert.h"
 #include "model/param_buffers.h"

@@ -1,4 +1,4 @@
-// The distributed context (dist/context.h) and the MPI gradient reducer: a world of one without a launcher; a
+// The distributed context (comm/context.h) and the MPI gradient reducer: a world of one without a launcher; a
 // launcher's environment refused by a build without MPI (test_dist_serial, this file over a context built without
 // MPI); and under `mpirun -np 2` (dist_probe.cpp): ranks, local ranks and nodes, all-reduce, broadcast and the
 // reducer against sums the probe computes itself, and one rank's bad input ending the whole job instead of leaving
@@ -18,8 +18,8 @@
 #include <sstream>
 
 #include "core/errors.h"
-#include "dist/context.h"
-#include "dist/reducer.h"
+#include "comm/context.h"
+#include "comm/reducer.h"
 #include "temp_dir.h"
 
 #ifdef BERTPERF_HAVE_NCCL

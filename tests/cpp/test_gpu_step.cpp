@@ -17,7 +17,7 @@
 
 #include "backends/backend.h"
 #include "backends/cpu/cpu_backend.h"
-#include "dist/reducer.h"
+#include "comm/reducer.h"
 #include "harness/train_step.h"
 #include "model/batch_stage.h"
 #include "model/bert.h"

@@ -16,7 +16,7 @@
 #include <sstream>
 
 #include "data/reader.h"
-#include "dist/reducer.h"
+#include "comm/reducer.h"
 #include "harness/train_config.h"
 #include "harness/train_session.h"
 #include "harness/train_step.h"

@@ -1,4 +1,4 @@
-// NCCL's CUDA side, for the NCCL gradient reducer (dist/nccl_reducer.cpp): a communicator over a job's ranks on one
+// NCCL's CUDA side, for the NCCL gradient reducer (comm/nccl_reducer.cpp): a communicator over a job's ranks on one
 // device, with its own stream and the events that order it after and before the compute stream. Nothing here knows
 // MPI (the caller hands in the unique id rank 0 made), and this header names no CUDA type. Built as its own small
 // library where NCCL and the CUDA runtime are found (CMakeLists.txt), apart from the CUDA backend.

@@ -1,5 +1,5 @@
 // NCCL communicator, stream and events (nccl_comm.h).
-#include "backends/cuda/nccl/nccl_comm.h"
+#include "comm/nccl_comm.h"
 
 #include <cuda_runtime.h>
 #include <nccl.h>

@@ -1,5 +1,5 @@
 // The distributed context (context.h): MPI when built in and launched by mpirun or srun, a world of one otherwise.
-#include "dist/context.h"
+#include "comm/context.h"
 
 #include <unistd.h>
 
@@ -19,7 +19,7 @@
 #include "core/errors.h"
 
 #ifdef BERTPERF_HAVE_MPI
-#include "dist/mpi_check.h"
+#include "comm/mpi_check.h"
 #endif
 
 namespace bertperf {

@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "backends/backend.h"
-#include "dist/context.h"
+#include "comm/context.h"
 
 namespace bertperf {
 

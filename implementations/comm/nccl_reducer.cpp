@@ -1,9 +1,9 @@
-// The NCCL reducer (reducer.h) over device memory: a communicator over the job's ranks (backends/cuda/nccl), its
+// The NCCL reducer (reducer.h) over device memory: a communicator over the job's ranks (comm/nccl_comm.h), its
 // unique id made by rank 0 and broadcast over MPI, its own CUDA stream, and buckets like the MPI reducer's. A
 // bucket's all-reduce is queued on the communication stream behind the compute stream's work when ready() reports
 // it final; finish queues the rest and makes the compute stream wait for them, so nothing waits on the host (a
 // captured step replays it). Built where NCCL, the CUDA runtime and MPI are found.
-#include "dist/reducer.h"
+#include "comm/reducer.h"
 
 #include "core/errors.h"
 
@@ -11,8 +11,8 @@
 
 #include <algorithm>
 
-#include "backends/cuda/nccl/nccl_comm.h"
-#include "dist/mpi_check.h"
+#include "comm/nccl_comm.h"
+#include "comm/mpi_check.h"
 
 namespace bertperf {
 

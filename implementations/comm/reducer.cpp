@@ -1,6 +1,6 @@
 // Gradient reducers (reducer.h): the identity for one rank; MPI over host memory for several (all-reduce,
 // bucketed, hierarchical, sharded); NCCL over device memory in nccl_reducer.cpp.
-#include "dist/reducer.h"
+#include "comm/reducer.h"
 
 #include <algorithm>
 #include <climits>
@@ -15,7 +15,7 @@
 #include "core/errors.h"
 
 #ifdef BERTPERF_HAVE_MPI
-#include "dist/mpi_check.h"
+#include "comm/mpi_check.h"
 #endif
 
 namespace bertperf {
