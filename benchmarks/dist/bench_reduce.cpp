@@ -136,7 +136,7 @@ int bench(DistContext& dist, int argc, char** argv) {
         if (name != "allreduce" && name != "bucketed" && name != "bucketed-polled" && name != "hierarchical" &&
             name != "sharded")
           throw_input("--algorithms", "unknown algorithm " + name);
-        const auto reducer = make_mpi_reducer(dist, DType::F32, o, n, cuts);
+        const auto reducer = make_mpi_reducer(nullptr, dist, DType::F32, o, n, cuts);
         t = time_it([&] {
           backward(reducer.get());
           reducer->finish(grads.data(), n);

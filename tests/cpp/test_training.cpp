@@ -158,7 +158,7 @@ struct StepParts {
         params(*backend, table),
         model(*backend, config.model, table, capacity),
         lamb(*backend, table, config.lamb),
-        reducer(make_grad_reducer(*backend, *dist)) {
+        reducer(make_grad_reducer(*backend, backend->master_dtype(), *dist)) {
     FlatTensors host(table);
     bert_init_parameters(host, config.model, 1);
     params.upload(host);
