@@ -53,6 +53,8 @@ class Backend {
 
   virtual std::string name() const = 0;     // "cpu", "cpu-f64", "cuda"
   virtual std::string describe() const = 0; // one line: device, threads, dtypes, library versions
+  // (name, version) of each library the backend runs on, as a run's log and the system description name them.
+  virtual std::vector<std::pair<std::string, std::string>> library_versions() const { return {}; }
   virtual DType act_dtype() const = 0;      // A in ops.h
   virtual DType weight_dtype() const = 0;   // W
   virtual DType master_dtype() const = 0;   // F

@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "backends/cuda/attention.h"
 #include "backends/cuda/cross_entropy.h"
@@ -76,6 +78,18 @@ class CudaBackend final : public Backend {
                " GiB); bf16 activations and weights, fp32 master weights; CUDA runtime ", CUDART_VERSION,
                ", cuBLASLt ", cublasLtGetVersion(), ", cuDNN ", cudnnGetVersion(),
                own_gelu_ ? "; GELU in own kernels" : "; GELU in cuBLASLt epilogues");
+  }
+  // Versions of the libraries loaded (the driver's CUDA version as the driver reports it, 0.0 where there is none).
+  std::vector<std::pair<std::string, std::string>> library_versions() const override {
+    int driver = 0, runtime = 0;
+    cudaDriverGetVersion(&driver);
+    cudaRuntimeGetVersion(&runtime);
+    const auto major_minor = [](int v) { return cat(v / 1000, ".", v % 1000 / 10); };          // 1000 major + 10 minor
+    const auto three_part = [](size_t v) { return cat(v / 10000, ".", v % 10000 / 100, ".", v % 100); };  // 10000, 100
+    return {{"CUDA driver", major_minor(driver)},
+            {"CUDA", major_minor(runtime)},
+            {"cuBLASLt", three_part(cublasLtGetVersion())},
+            {"cuDNN", three_part(cudnnGetVersion())}};
   }
   DType act_dtype() const override { return DType::BF16; }
   DType weight_dtype() const override { return DType::BF16; }
