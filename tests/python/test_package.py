@@ -46,7 +46,8 @@ def git(repo, *args):
 
 def package(tree, out, repo, *extra):
     """bertperf-package as a user runs it; (exit status, stdout, stderr)."""
-    env = dict(os.environ, PYTHONPATH=str(REPO / "compliance"))
+    # The tiny config names its data folder from the environment; its dry run needs the name, not the data.
+    env = dict(os.environ, PYTHONPATH=str(REPO / "compliance"), BERTPERF_TINY_DATA="/nonexistent")
     proc = subprocess.run([sys.executable, "-m", "bertperf_compliance.package", "--submitter", ORG,
                            "--implementation", IMPL, "--out", str(out), "--repo", str(repo),
                            "--bertperf", str(BERTPERF), *extra, str(tree)],
@@ -210,7 +211,7 @@ def test_the_package_passes_the_official_tools_and_ours(packaged, tmp_path):
                            "--csv", str(work / "s.csv")], cwd=work, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     (row,) = json.loads((work / "s.json").read_text())
-    (ours,) = find_result_sets([str(copy)], 0.72)
+    (ours,) = find_result_sets([str(copy / "results")], 0.72)
     assert ours.score_min == pytest.approx(row["bert"], rel=0, abs=1e-9)
     table = stdout[stdout.index("== score as the results page shows it"):]
     assert "Open division, Research, Development, or Internal (RDI)" in table
@@ -261,6 +262,11 @@ def test_refuses_a_dirty_build_unless_told(fresh_set, clone, tmp_path):
     assert len(lines) == 10
     assert all("with uncommitted changes (dirty)" in line and "--allow-dirty" in line for line in lines)
     assert any(re.search(r"result_0\.txt:\d+: built from commit", line) for line in lines)
+    # Told: packaged, and the README says the code is the commit, not exactly what ran.
+    rc, stdout, stderr = package(tree, tmp_path / "told", clone, "--allow-dirty")
+    assert rc == 0, stdout[-3000:] + stderr[-3000:]
+    text = (tmp_path / "told" / ORG / "benchmarks" / "bert" / "implementations" / IMPL / "README.md").read_text()
+    assert "with uncommitted changes" in text and "--allow-dirty" in text
 
 
 def test_refuses_a_system_description_without_a_required_field(fresh_set, clone, tmp_path):

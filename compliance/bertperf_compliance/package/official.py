@@ -53,8 +53,13 @@ def _run(module: str, args: List[str], workdir: str) -> str:
 
 
 def _problems(output: str) -> List[str]:
-    return [line.strip() for line in output.splitlines()
-            if line.startswith(("ERROR", "CRITICAL")) or "Traceback" in line or "** CRITICAL" in line]
+    lines = output.splitlines()
+    found = [line.strip() for line in lines if line.startswith(("ERROR", "CRITICAL")) or "** CRITICAL" in line]
+    if any(line.startswith("Traceback") for line in lines):
+        # The tool stopped: its exception is the last line of the traceback.
+        last = [line for line in lines if line.strip() and not line.startswith("(exit status")]
+        found.append("stopped with " + (last[-1].strip() if last else "a traceback"))
+    return found
 
 
 def package_checker(folder: str, ruleset: str, workdir: str) -> OfficialVerdict:

@@ -113,10 +113,13 @@ def _rerun(entry: SystemEntry, ruleset: str, rcp_reference: Optional[str]) -> Li
     check = f".venv/bin/bertperf-check --ruleset {ruleset}"
     if rcp_reference:
         check += f" --rcp-reference {rcp_reference}"
+    report = f".venv/bin/bertperf-report rerun/{entry.system} --ruleset {ruleset}"
+    if "target_accuracy" in entry.benchmark_doc:
+        report += f" --target {entry.benchmark_doc['target_accuracy']}"
     lines += [
         f"    build/bin/bertperf run --config {entry.config} --out rerun/{entry.system}",
         f"    {check} rerun/{entry.system}",
-        f"    .venv/bin/bertperf-report rerun/{entry.system} --ruleset {ruleset}",
+        f"    {report}",
         "",
     ]
     if ranks != 1:
@@ -131,7 +134,7 @@ def readme(org: str, impl: str, commit: str, provenance: str, left_out: Sequence
            rcp_reference: Optional[str]) -> str:
     """The implementation folder's README.md: what the code is, how to rebuild, test and rerun."""
     lines = [
-        f"# BERT: implementation `{impl}` of {org} (bertperf)",
+        f"# BERT, implementation `{impl}` of {org}",
         "",
         f"`code/` is the source of bertperf at commit `{commit}`, the commit that built every run of "
         f"{org}'s BERT results in this submission: `git archive {commit}`"
@@ -148,7 +151,7 @@ def readme(org: str, impl: str, commit: str, provenance: str, left_out: Sequence
         "| --- | --- | --- | --- | --- |",
     ]
     for e in entries:
-        libs = ", ".join(f"{k} {v}" for k, v in e.versions.items()) or "(not logged)"
+        libs = "; ".join(f"{k}: {v}" for k, v in e.versions.items()) or "(not logged)"
         lines.append(f"| {e.system} | `{e.config}` | {e.division} | {e.runs} | {libs} |")
     lines += [
         "",
