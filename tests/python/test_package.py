@@ -101,8 +101,9 @@ def fresh_set(tmp_path_factory):
     logs = sorted((tree / "results" / "cpu_2c" / "bert").glob("result_*.txt"))
     assert len(logs) == 10
     commit = first(logs[0], "bertperf_commit")
-    if git(REPO, "cat-file", "-t", commit["value"]).strip() != "commit":
-        pytest.skip("the build's commit is not in this repository")
+    known = subprocess.run(["git", "-C", str(REPO), "cat-file", "-t", commit["value"]], capture_output=True, text=True)
+    if known.stdout.strip() != "commit":
+        pytest.skip(f"the build's commit {commit['value']} is not in this repository")
     return {"tree": tree, "data": data, "commit": commit["value"], "dirty": commit["metadata"]["dirty"]}
 
 

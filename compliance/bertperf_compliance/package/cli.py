@@ -30,6 +30,7 @@ from ..check import cli as check_cli
 from ..check import rcp, rules
 from ..check.package import BENCHMARK_RUNS, _params, check_system_description
 from ..mllog_parse import parse_file
+from ..report.runs import TARGET_ACCURACY
 from . import code, official, readme
 from .runs import BENCHMARK, SystemRuns, config_lines, read_tree
 
@@ -372,13 +373,13 @@ def _bertperf_binary(args, repo: str) -> Optional[str]:
 
 def _provenance_note(p: Packager) -> str:
     if p.legacy:
-        return (f"The logs of these runs predate the `bertperf_commit` line: they were packaged with "
+        return ("The logs of these runs predate the `bertperf_commit` line: they were packaged with "
                 f"`--legacy-logs`, so commit `{p.commit}` is the packager's word for the code that ran, not "
                 "the logs'. The configs' hyperparameters were checked against every log.")
     if p.dirty:
         return (f"**The runs were built from commit `{p.commit}` with uncommitted changes** (packaged with "
                 "`--allow-dirty`): `code/` is the commit, not exactly the sources that ran.")
-    return (f"Every run logs this commit (`bertperf_commit`) and that its sources had no uncommitted changes; "
+    return ("Every run logs this commit (`bertperf_commit`) and that its sources had no uncommitted changes; "
             "the configs' hyperparameters were checked against every log.")
 
 
@@ -527,7 +528,6 @@ def _read_json(path: str) -> dict:
 
 def _target(code_dir: str, config: Optional[str]) -> float:
     """The target accuracy of a config's benchmark (benchmark.json beside it)."""
-    from ..report.runs import TARGET_ACCURACY
     if config is None:
         return TARGET_ACCURACY
     bench = _read_json(os.path.join(code_dir, os.path.dirname(config), "benchmark.json"))
