@@ -96,9 +96,15 @@ submission="$out-submission"
 submitter=$(.venv/bin/python -c 'import json, sys; print(json.load(open(sys.argv[1]))["submitter"])' \
   "$out/systems/cpu_2c.json")
 step "submission package: $submission/$submitter"
-.venv/bin/bertperf-package --submitter "$submitter" --implementation bertperf --out "$submission" \
-  --rcp-reference benchmarks/bert/mini/reference/pytorch_cpu_2c.json "$out" || status=1
+set -- "$out"/results/cpu_2c/bert/result_*.txt
+if [ $# -ne 10 ]; then
+  echo "skipped: a BERT submission holds 10 runs, this set $# (--runs)"
+else
+  .venv/bin/bertperf-package --submitter "$submitter" --implementation bertperf --out "$submission" \
+    --rcp-reference benchmarks/bert/mini/reference/pytorch_cpu_2c.json "$out" || status=1
+fi
 
 echo
-echo "report: $out/REPORT.md, checks: $out/CHECK.txt, plots: $out/plots/, submission: $submission/$submitter/"
+echo "report: $out/REPORT.md, checks: $out/CHECK.txt, plots: $out/plots/"
+if [ -d "$submission/$submitter" ]; then echo "submission: $submission/$submitter/"; fi
 exit $status
