@@ -331,3 +331,9 @@ def test_the_committed_mini_set_packaged_from_a_fresh_clone_passes(clone, tmp_pa
     readme = (org / "benchmarks" / "bert" / "implementations" / IMPL / "README.md").read_text()
     assert "--legacy-logs" in readme and "scripts/mini.sh" in readme
     assert git(clone, "rev-parse", "HEAD").strip() in readme
+
+
+def test_refuses_a_config_other_than_the_one_the_runs_name(fresh_set, clone, tmp_path):
+    (line,) = refused(fresh_set["tree"], tmp_path, clone, *dirty_flag(fresh_set),
+                      "--config", "cpu_2c=benchmarks/bert/mini/cpu_2c.json")
+    assert f"the runs ran {TINY_CONFIG}, not the --config benchmarks/bert/mini/cpu_2c.json" in line

@@ -287,6 +287,10 @@ class Packager:
                                 "config's path in the repository")
                     continue
                 path = inside
+                if named and named != [path]:
+                    self.refuse(s.directory, f"the runs ran {', '.join(named)}, not the --config {path}",
+                                f"leave out --config {s.system}=...: the runs name their config")
+                    continue
             elif len(named) > 1:
                 self.refuse(s.directory, f"the runs name different configs: {', '.join(named)}",
                             "rerun the odd ones with the config of the others")
@@ -334,8 +338,8 @@ class Packager:
                     elif not _same_value(got.value, want.value):
                         self.refuse(run.path, f"{key} is {json.dumps(got.value)} here, "
                                     f"{json.dumps(want.value)} in the config {path} at commit "
-                                    f"{_short(self.commit)}", f"rerun it with that config, or package the "
-                                    f"config it ran with --config {s.system}=PATH", got.line)
+                                    f"{_short(self.commit)}", "rerun it with the config as committed "
+                                    "(a log is packaged as it was written)", got.line)
 
     # ---- the staged tree ---------------------------------------------------------------------
 
