@@ -72,6 +72,12 @@ class NcclReducer final : public GradReducer {
     before_compute();
   }
 
+  std::vector<std::pair<std::string, std::string>> library_versions() const override {
+    std::string nccl = cuda::NcclComm::version();  // "NCCL 2.28.9"
+    if (nccl.rfind("NCCL ", 0) == 0) nccl = nccl.substr(5);
+    return {{"NCCL", nccl}};
+  }
+
   std::string describe() const override {
     const std::string kind =
         buckets_.empty() ? std::string("all-reduce") : cat("bucketed all-reduce (", buckets_.size(), " buckets)");

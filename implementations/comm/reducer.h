@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backends/device.h"
@@ -71,6 +72,8 @@ class GradReducer {
   virtual void gather(void* data, DType type) {}
   // One line for logs: the algorithm, buckets, thread or polling, parts.
   virtual std::string describe() const = 0;
+  // The libraries it runs on beside the context's MPI, as (name, version): NCCL where it is NCCL's.
+  virtual std::vector<std::pair<std::string, std::string>> library_versions() const { return {}; }
 };
 
 // The reducer for a job of a flat buffer of `elements` of `type` (the backend's master dtype) in `device`'s

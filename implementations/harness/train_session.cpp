@@ -230,6 +230,12 @@ int64_t TrainSession::eval_sequences() const { return impl_->eval_sequences; }
 const TrainProgress& TrainSession::progress() const { return impl_->progress; }
 std::string TrainSession::backend_description() const { return impl_->backend->describe(); }
 
+std::vector<std::pair<std::string, std::string>> TrainSession::library_versions() const {
+  auto versions = impl_->backend->library_versions();
+  for (auto& v : impl_->reducer->library_versions()) versions.push_back(std::move(v));
+  return versions;
+}
+
 std::string TrainSession::reduction_description() const {
   const Impl& m = *impl_;
   const size_t full = 2 * m.table.total_elements() * dtype_size(m.backend->master_dtype());

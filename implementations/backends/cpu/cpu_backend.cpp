@@ -9,7 +9,9 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "backends/cpu/cpu_ops.h"
@@ -31,6 +33,18 @@ int set_cpu_threads(int threads) {
   return omp_get_max_threads();
 }
 
+// The version of the OpenBLAS library loaded, from its configuration line ("OpenBLAS 0.3.21 DYNAMIC_ARCH ..."); the
+// header's version when the line says otherwise.
+std::string openblas_version() {
+  const std::string config = openblas_get_config();
+  const std::string prefix = "OpenBLAS ";
+  if (config.rfind(prefix, 0) == 0) return config.substr(prefix.size(), config.find(' ', prefix.size()) - prefix.size());
+  std::string header = OPENBLAS_VERSION;  // " OpenBLAS 0.3.21 "
+  header = header.substr(header.find_first_not_of(' '));
+  if (header.rfind(prefix, 0) == 0) header = header.substr(prefix.size());
+  return header.substr(0, header.find(' '));
+}
+
 template <typename T>
 class CpuBackend final : public Backend {
  public:
@@ -44,7 +58,7 @@ class CpuBackend final : public Backend {
                " OpenMP threads; ", openblas_get_config());
   }
   std::vector<std::pair<std::string, std::string>> library_versions() const override {
-    return {{"OpenBLAS", openblas_get_config()}};
+    return {{"OpenBLAS", openblas_version()}};
   }
   DType act_dtype() const override { return kType; }
   DType weight_dtype() const override { return kType; }

@@ -92,21 +92,23 @@ class CudaBackend final : public Backend {
 
   std::string name() const override { return "cuda"; }
   const Capabilities& capabilities() const override { return caps_; }
-  std::vector<std::pair<std::string, std::string>> library_versions() const override {
-    int driver = 0, runtime = 0;
-    cudaDriverGetVersion(&driver);
-    cudaRuntimeGetVersion(&runtime);
-    auto dotted = [](int v) { return cat(v / 1000, ".", (v % 1000) / 10); };
-    return {{"CUDA driver", dotted(driver)},
-            {"CUDA runtime", dotted(runtime)},
-            {"cuBLASLt", std::to_string(cublasLtGetVersion())},
-            {"cuDNN", std::to_string(cudnnGetVersion())}};
-  }
   std::string describe() const override {
     return cat("cuda: device ", ctx_.device, " ", device_name_, " (sm ", ctx_.sm, ", ", memory_gib_,
                " GiB); bf16 activations and weights, fp32 master weights; CUDA runtime ", CUDART_VERSION,
                ", cuBLASLt ", cublasLtGetVersion(), ", cuDNN ", cudnnGetVersion(),
                own_gelu_ ? "; GELU in own kernels" : "; GELU in cuBLASLt epilogues");
+  }
+  // Versions of the libraries loaded (the driver's CUDA version as the driver reports it, 0.0 where there is none).
+  std::vector<std::pair<std::string, std::string>> library_versions() const override {
+    int driver = 0, runtime = 0;
+    cudaDriverGetVersion(&driver);
+    cudaRuntimeGetVersion(&runtime);
+    const auto major_minor = [](int v) { return cat(v / 1000, ".", v % 1000 / 10); };          // 1000 major + 10 minor
+    const auto three_part = [](size_t v) { return cat(v / 10000, ".", v % 10000 / 100, ".", v % 100); };  // 10000, 100
+    return {{"CUDA driver", major_minor(driver)},
+            {"CUDA", major_minor(runtime)},
+            {"cuBLASLt", three_part(cublasLtGetVersion())},
+            {"cuDNN", three_part(cudnnGetVersion())}};
   }
   DType act_dtype() const override { return DType::BF16; }
   DType weight_dtype() const override { return DType::BF16; }
