@@ -1,5 +1,6 @@
-// The backend-conformance test: every op of the vocabulary (backends/ops.h), on every backend this build can run
-// here (available_backends(): "cpu" always, "cuda" where a GPU is present), against the CPU backend in fp64 as the
+// The backend-conformance test: every op of the vocabulary (backends/ops.h), on every backend of the registry
+// (backends/registry.h) that this build can run here (available_backends(); the others are reported as skipped),
+// against the CPU backend in fp64 as the
 // oracle, on random shapes from small to BERT-base sizes, including variable-length layouts (several sequences per
 // batch, lengths 1 to S, filler tokens past the last sequence). A backend that is not here is reported as skipped.
 //
@@ -14,17 +15,21 @@
 // oracle to a small multiple of fp32 rounding (per element, relative to the tensor's largest value). A backend
 // with bf16 in any dtype must have an error (L2 against the oracle) of at most twice that of the same math done
 // naively at its precision: the CPU's fp32 ops run on inputs rounded to bf16 wherever the backend keeps bf16, with
-// those outputs rounded to bf16 as well (naive_bf16 below).
+// those outputs rounded to bf16 as well (naive_bf16 below). A device backend whose dtypes a host backend shares (CUDA
+// and cpu-bf16, which round where ops.h's rounding table says) must also be at least as close to that twin as to the
+// oracle, except in the cases its options take off the table (Case::cuda_off_table, each named in the output).
 //
-// A device backend runs each case twice and must give the same bits both times (deterministic algorithms only).
+// Every backend runs each case twice and must give the same bits both times, except for the ops it declares
+// non-deterministic (Capabilities::nondeterministic; the CUDA attention backward off Hopper).
 //
 // Dropout is compared with masks on, since every backend draws ops.h's Philox masks. A backend that draws its own
-// masks for an op declares it in draws_own_masks(); that op is then compared with dropout off, and the forward ops'
-// drop rate and scaling are checked statistically (which every backend's forward ops also get here).
+// masks for an op declares it (Capabilities::own_dropout_masks); that op is then compared with dropout off, and the
+// forward ops' drop rate and scaling are checked statistically (which every backend's forward ops also get here).
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <bit>
+#include <cctype>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -39,6 +44,8 @@
 
 #include "backends/backend.h"
 #include "backends/cpu/cpu_backend.h"
+#include "backends/cuda/cuda_options.h"
+#include "backends/registry.h"
 #include "backends/ops.h"
 #include "core/errors.h"
 #include "flat_problem.h"
@@ -53,14 +60,19 @@ using Ids = std::vector<int32_t>;
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-// Ops whose dropout masks a backend draws from its own generator rather than from ops.h's Philox keys (a fused GPU
-// kernel with its own RNG would). Such an op is compared with dropout off, and its forward's masks are checked for
-// rate and scale only. The CUDA attention runs cuDNN's fused SDPA, whose masks come from cuDNN's own generator,
-// unless BERTPERF_CUDA_ATTENTION=kernel picks our kernel (ops.h's masks).
-bool draws_own_masks(const std::string& backend, const std::string& op) {
-  if (backend != "cuda" || op.rfind("attention_", 0) != 0) return false;
-  const char* impl = std::getenv("BERTPERF_CUDA_ATTENTION");
-  return !(impl && std::string(impl) == "kernel");
+// The ops a case runs, by the names in its op field ("lamb_moments + lamb_apply").
+ops::OpMask ops_of(const std::string& case_op) {
+  ops::OpMask mask;
+  for (int i = 0; i < ops::kOpCount; ++i) {
+    const auto op = static_cast<ops::Op>(i);
+    const std::string name = ops::op_name(op);
+    for (size_t at = case_op.find(name); at != std::string::npos; at = case_op.find(name, at + 1)) {
+      const size_t end = at + name.size();
+      const auto is_word = [](char ch) { return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_'; };
+      if ((at == 0 || !is_word(case_op[at - 1])) && (end == case_op.size() || !is_word(case_op[end]))) mask.add(op);
+    }
+  }
+  return mask;
 }
 
 // ---- bf16 ------------------------------------------------------------------------------------------------
@@ -100,9 +112,9 @@ struct Case {
   // Runs the case's ops on a backend, given the backend pointer of every tensor.
   std::function<void(Backend&, const std::vector<void*>&)> run = {};
   double rtol = 1e-5;  // fp32 backends: per element, relative to the tensor's largest value
-  // Why the CUDA backend rounds off ops.h's rounding table in this case (empty: it follows the table, so it must be
-  // closer to cpu-bf16 than to the fp64 oracle).
-  std::string cuda_off_table = {};
+  // Why the CUDA backend with these options rounds off ops.h's rounding table in this case (empty, or no function:
+  // it follows the table, so it must be closer to its twin cpu-bf16 than to the fp64 oracle).
+  std::function<std::string(const CudaOptions&)> cuda_off_table = {};
 
   int add(Tensor t) {
     tensors.push_back(std::move(t));
@@ -214,6 +226,7 @@ Results run_case(Backend& b, const Case& c, const Dtypes* bf16_like = nullptr) {
       r.values[i].assign(host.begin(), host.end());
     }
   }
+  b.synchronize();  // the downloads have landed
   return r;
 }
 
@@ -251,20 +264,21 @@ void expect_scalars_match(const std::vector<uint8_t>& got_bytes, const std::vect
   EXPECT_EQ(got.nonfinite, ref.nonfinite) << what << ": nonfinite";
 }
 
-// Runs `c` on the backend under test and on the oracle, and compares every OUT and INOUT tensor. With `twin` (cpu-bf16,
-// when the backend under test is CUDA), each tensor must also be at least as close to the twin's as to the oracle's:
-// both round at ops.h's rounding table's points, so most of their rounding errors are the same ones.
-void expect_conformance(Backend& backend, Backend& oracle, Backend& cpu_fp32, const Case& c, Backend* twin = nullptr) {
+// Runs `c` on the backend under test and on the oracle, and compares every OUT and INOUT tensor. With `twin` (the
+// host backend of a device backend's dtypes: cpu-bf16 for CUDA), each tensor must also be at least as close to the
+// twin's as to the oracle's: both round at ops.h's rounding table's points, so most of their rounding errors are the
+// same ones; `off_table` (non-empty) says why this case is not compared with the twin.
+void expect_conformance(Backend& backend, Backend& oracle, Backend& cpu_fp32, const Case& c, Backend* twin = nullptr,
+                        const std::string& off_table = "") {
   const std::string what = c.op + " [" + c.shape + "] on " + backend.name();
   SCOPED_TRACE(what);
   const Results got = run_case(backend, c), ref = run_case(oracle, c);
   Results twin_got;
-  if (twin && c.cuda_off_table.empty()) twin_got = run_case(*twin, c);
-  if (twin && !c.cuda_off_table.empty())
-    std::printf("[ NOTE     ] %s: not compared with cpu-bf16: %s\n", what.c_str(), c.cuda_off_table.c_str());
-  // A device backend must also be deterministic (two runs from one seed are bit-identical): the case again, the
-  // same bits. (The CPU backend's sums are thread-count independent by construction; test_ops checks that.)
-  if (backend.name().rfind("cpu", 0) != 0) {
+  if (twin && off_table.empty()) twin_got = run_case(*twin, c);
+  if (twin && !off_table.empty())
+    std::printf("[ NOTE     ] %s: not compared with %s: %s\n", what.c_str(), twin->name().c_str(), off_table.c_str());
+  // Deterministic, except where the backend says otherwise: the case again, the same bits.
+  if (!ops_of(c.op).intersects(backend.capabilities().nondeterministic)) {
     const Results again = run_case(backend, c);
     for (size_t i = 0; i < c.tensors.size(); ++i) {
       const bool same = got.bytes[i] == again.bytes[i] && got.values[i].size() == again.values[i].size() &&
@@ -299,7 +313,7 @@ void expect_conformance(Backend& backend, Backend& oracle, Backend& cpu_fp32, co
       if (!std::isnan(x)) scale = std::max(scale, std::fabs(x));
     if (!twin_got.values.empty()) {
       const double to_twin = l2(g, &twin_got.values[i]), to_oracle = l2(g, &r);
-      EXPECT_LE(to_twin, to_oracle + 1e-30) << t.name << ": L2 distance " << to_twin << " to cpu-bf16, " << to_oracle
+      EXPECT_LE(to_twin, to_oracle + 1e-30) << t.name << ": L2 distance " << to_twin << " to " << twin->name() << ", " << to_oracle
                                              << " to the fp64 oracle";
     }
     if (bf16) {
@@ -401,13 +415,14 @@ std::vector<LinearShape> linear_shapes() {
 }
 
 // The CUDA backend follows the table's GELU (from the fp32 sum, cuBLASLt's epilogues) only where cuBLASLt's
-// epilogue runs: one group, a leading dimension a multiple of 8, and BERTPERF_CUDA_GELU unset. Elsewhere its own kernel
-// applies GELU (or its derivative) to the bf16-rounded pre-activation (or product).
-std::string cuda_gelu_off_table(bool epilogue_fits) {
-  const char* own = std::getenv("BERTPERF_CUDA_GELU");
-  if (own && std::string(own) == "kernel") return "BERTPERF_CUDA_GELU=kernel applies GELU to the rounded product";
-  if (!epilogue_fits) return "cuBLASLt's GELU epilogues need one group and ld % 8 == 0; the kernel rounds first";
-  return "";
+// epilogue runs: one group, a leading dimension a multiple of 8, and its option "gelu" at "epilogue". Elsewhere its own
+// kernel applies GELU (or its derivative) to the bf16-rounded pre-activation (or product).
+std::function<std::string(const CudaOptions&)> cuda_gelu_off_table(bool epilogue_fits) {
+  return [epilogue_fits](const CudaOptions& o) -> std::string {
+    if (o.gelu == GeluImpl::KERNEL) return "\"gelu\": \"kernel\" applies GELU to the rounded product";
+    if (!epilogue_fits) return "cuBLASLt's GELU epilogues need one group and ld % 8 == 0; the kernel rounds first";
+    return "";
+  };
 }
 
 Case linear_forward_case(Gen& g, const LinearShape& s) {
@@ -577,10 +592,11 @@ Case attention_case(Gen& g, const AttentionShape& s, float p, bool backward, con
     dctx = c.in("dctx", Kind::A, g.uniform(static_cast<size_t>(N) * H));
   }
   c.rtol = 2e-5;
-  const char* impl = std::getenv("BERTPERF_CUDA_ATTENTION");
-  if (impl && std::string(impl) == "kernel")
-    c.cuda_off_table = "BERTPERF_CUDA_ATTENTION=kernel keeps the probabilities and dS in fp32 (the table rounds them, as "
-                       "cuDNN's fused kernel)";
+  c.cuda_off_table = [](const CudaOptions& o) -> std::string {
+    if (o.attention != AttentionImpl::KERNEL) return "";
+    return "\"attention\": \"kernel\" keeps the probabilities and dS in fp32 (the table rounds them, as cuDNN's "
+           "fused kernel)";
+  };
   const int sequences = l.sequences();
   c.run = [=](Backend& be, const std::vector<void*>& t) {
     const ops::Dropout d = dropout_at(t, counter, p, 9);
@@ -715,6 +731,7 @@ Case clip_case(Gen& g, const FlatProblem& f, float max_norm, bool sharded, bool 
       be.download(host, parts, sizeof host);
       ops::StepScalars hs;
       be.download(&hs, s, sizeof hs);
+      be.synchronize();
       hs.grad_norm_sq = host[0] + host[1];
       be.upload(s, &hs, sizeof hs);
       be.gradient_clip_finish({s});
@@ -772,26 +789,53 @@ Case lamb_case(Gen& g, const FlatProblem& f, bool grad_scale, bool sharded, bool
 
 // ---- the test, once per backend ----------------------------------------------------------------------------
 
+// A test parameter: a backend name, with its options after a colon ("cuda:attention=kernel,gelu=kernel").
+BackendSpec spec_of(const std::string& param) {
+  const size_t colon = param.find(':');
+  std::vector<std::string> options;
+  for (size_t at = colon; at != std::string::npos && at < param.size();) {
+    const size_t comma = param.find(',', at + 1);
+    options.push_back(param.substr(at + 1, (comma == std::string::npos ? param.size() : comma) - at - 1));
+    at = comma;
+  }
+  return backend_spec(param.substr(0, colon), options, "test parameter " + param);
+}
+
 class BackendOps : public testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
     const std::vector<std::string> here = available_backends();
-    if (std::find(here.begin(), here.end(), GetParam()) == here.end())
+    if (std::find(here.begin(), here.end(), spec_of(GetParam()).name) == here.end())
       GTEST_SKIP() << "backend '" << GetParam() << "' is not available here (this build has no such backend, or "
                    << "there is no device for it)";
-    BackendOptions options;
-    options.name = GetParam();
-    backend_ = make_backend(options);
+    const BackendSpec spec = spec_of(GetParam());
+    backend_ = make_backend(spec);
     oracle_ = make_cpu_backend(DType::F64, 0);
     cpu_fp32_ = make_cpu_backend(DType::F32, 0);
-    if (GetParam() == "cuda") twin_ = make_cpu_backend(DType::BF16, 0);
+    // A device backend's twin: the host backend with its dtypes (cpu-bf16 for cuda), built like any other.
+    const BackendInfo& info = backend_info(spec.name, spec.where);
+    if (!info.host_memory) {
+      for (const BackendInfo& b : backend_infos())
+        if (b.host_memory && b.built && b.act == info.act && b.weight == info.weight && b.master == info.master)
+          twin_ = make_backend(backend_spec(b.name));
+    }
+    if (spec.name == "cuda") {
+      JsonFields fields(spec.options, spec.where);
+      cuda_options_ = CudaOptions::read(fields);
+    }
   }
-  // Runs the case against the oracle (dropout off for an op the backend draws its own masks for), and the CUDA
-  // backend against its CPU twin too.
-  void check(const Case& c) { expect_conformance(*backend_, *oracle_, *cpu_fp32_, c, twin_.get()); }
-  float dropout_for(const std::string& op, float p) const { return draws_own_masks(GetParam(), op) ? 0.0f : p; }
+  // Runs the case against the oracle (dropout off for an op the backend draws its own masks for), and a device
+  // backend against its host twin too, where its options keep it on ops.h's rounding table.
+  void check(const Case& c) {
+    const std::string off_table = twin_ && c.cuda_off_table ? c.cuda_off_table(cuda_options_) : "";
+    expect_conformance(*backend_, *oracle_, *cpu_fp32_, c, twin_.get(), off_table);
+  }
+  float dropout_for(const std::string& op, float p) const {
+    return ops_of(op).intersects(backend_->capabilities().own_dropout_masks) ? 0.0f : p;
+  }
 
   std::unique_ptr<Backend> backend_, oracle_, cpu_fp32_, twin_;
+  CudaOptions cuda_options_;  // the CUDA backend's, for the cases it rounds off the table
 };
 
 TEST_P(BackendOps, Memory) {
@@ -813,15 +857,18 @@ TEST_P(BackendOps, Memory) {
   b.upload(a.data(), host.data(), 777 * sizeof(float));
   b.copy(c.data(), a.data(), 777 * sizeof(float));
   b.download(back.data(), c.data(), 777 * sizeof(float));
+  b.synchronize();
   EXPECT_EQ(back, host);
   b.fill_zero(c.data(), 777 * sizeof(float));
   b.download(back.data(), c.data(), 777 * sizeof(float));
+  b.synchronize();
   EXPECT_EQ(back, std::vector<float>(777, 0.0f));
   for (DType t : {b.act_dtype(), b.weight_dtype(), b.master_dtype()}) {
     DeviceBuffer typed(b, 777 * dtype_size(t));
     b.convert(typed.data(), t, a.data(), DType::F32, 777);
     b.convert(z.data(), DType::F32, typed.data(), t, 777);
     b.download(back.data(), z.data(), 777 * sizeof(float));
+    b.synchronize();
     for (size_t i = 0; i < host.size(); ++i) {
       const float want = t == DType::BF16 ? round_bf16(host[i]) : host[i];
       ASSERT_EQ(back[i], want) << dtype_name(t) << " round trip of element " << i;
@@ -911,7 +958,7 @@ TEST_P(BackendOps, AttentionForwardAndBackward) {
     // BERT-base: 12 heads of 64, sequences up to 128 in a budget of 384 tokens.
     Gen g(18);
     check(attention_case(g, {384, 128, 12, 64, false}, dropout_for(op, 0.1f), backward));
-    if (GetParam() == "cuda") {  // BERT-large: 16 heads of 64, sequences up to 512 (cuDNN's fused attention)
+    if (!backend_->capabilities().host_memory) {  // a GPU: BERT-large, 16 heads of 64, sequences up to 512
       Gen large(19);
       check(attention_case(large, {1024, 512, 16, 64, true}, dropout_for(op, 0.1f), backward));
     }
@@ -1042,10 +1089,8 @@ TEST(CudaBackendChoice, WithoutADeviceIsOneInputErrorLine) {
   const std::vector<std::string> here = available_backends();
   if (std::find(here.begin(), here.end(), "cuda") != here.end())
     GTEST_SKIP() << "a CUDA device is here, so the no-device path cannot be taken";
-  BackendOptions options;
-  options.name = "cuda";
   try {
-    make_backend(options);
+    make_backend(backend_spec("cuda"));
     FAIL() << "make_backend(\"cuda\") returned a backend with no device";
   } catch (const InputError& e) {
     const std::string what = e.what();
@@ -1090,10 +1135,21 @@ TEST(NaiveBf16Reference, RoundsWhereTheBackendKeepsBf16AndBoundsTheError) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, BackendOps, testing::Values("cpu", "cpu-bf16", "cuda"),
+// Every backend of the registry but the oracle, whether this build or machine can run it or not (then: skipped),
+// and the CUDA backend once more with its own attention kernel in place of cuDNN's.
+std::vector<std::string> conformance_backends() {
+  std::vector<std::string> names;
+  for (const BackendInfo& b : backend_infos())
+    if (!b.oracle) names.push_back(b.name);
+  names.push_back("cuda:attention=kernel");
+  return names;
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, BackendOps, testing::ValuesIn(conformance_backends()),
                          [](const testing::TestParamInfo<std::string>& info) {
                            std::string name = info.param;
-                           std::replace(name.begin(), name.end(), '-', '_');
+                           for (char& ch : name)  // test names are letters, digits and '_'
+                             if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
                            return name;
                          });
 

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -49,9 +50,22 @@ Operands random_operands(const Shape& s, uint64_t seed) {
   return o;
 }
 
+// One context for the whole test program, as a backend has one (its default options: oneDNN at AVX512-BF16 where
+// it sums as the emulation does), with at least two thread slots so the thread-count test can share tiles.
+Bf16GemmContext& context() {
+  static Bf16GemmContext* gemms = [] {
+    const int threads = omp_get_max_threads();
+    omp_set_num_threads(std::max(2, threads));
+    auto* made = new Bf16GemmContext(CpuBf16Options{});
+    omp_set_num_threads(threads);
+    return made;
+  }();
+  return *gemms;
+}
+
 std::vector<float> run(const Bf16Gemm& g, GemmPath path) {
   std::vector<float> c(static_cast<size_t>(g.M) * g.N, std::nanf(""));
-  gemm_bf16(
+  context().run(
       g,
       [&](int m0, int rows, int n0, int cols, const float* acc, int ld) {
         for (int m = 0; m < rows; ++m)
@@ -138,8 +152,8 @@ TEST(GemmBf16, TheOrderIsNotPlainSequentialSummation) {
 }
 
 TEST(GemmBf16, OnednnEqualsTheEmulationBitForBit) {
-  if (!bf16_gemm_onednn_available())
-    GTEST_SKIP() << "no oneDNN AVX512-BF16 path here: " << bf16_gemm_describe();
+  if (!context().onednn_available())
+    GTEST_SKIP() << "no oneDNN AVX512-BF16 path here: " << context().describe();
   uint64_t seed = 10;
   for (const auto* shapes : {&kOracleShapes, &kBertShapes})
     for (const Shape& s : *shapes) {
@@ -155,7 +169,7 @@ TEST(GemmBf16, ResultsDoNotDependOnTheThreadCount) {
   const Operands o = random_operands(s, 42);
   const int threads = omp_get_max_threads();
   for (GemmPath path : {GemmPath::EMULATED, GemmPath::ONEDNN}) {
-    if (path == GemmPath::ONEDNN && !bf16_gemm_onednn_available()) continue;
+    if (path == GemmPath::ONEDNN && !context().onednn_available()) continue;
     omp_set_num_threads(1);
     const std::vector<float> one = run(o.g, path);
     omp_set_num_threads(std::max(2, threads));

@@ -1,9 +1,8 @@
 // The CPU backend (cpu_backend.h): CpuBackend<T> forwards every op to cpu::op<T> (cpu_ops.h), with T = float for
 // "cpu", double for "cpu-f64" (activations, weights and master weights all T) and bf16 for "cpu-bf16" (bf16
-// activations and weight copy, fp32 master weights, gradients and moments: bf16.h's Types<T>). Device, host and
-// pinned memory are the same aligned host memory. This file and the kernels beside it are the only code that knows
-// OpenMP, OpenBLAS and oneDNN. (The dtype helpers of backend.cpp live in the library above this one, so they are
-// not used here.)
+// activations and weight copy, fp32 master weights, gradients and moments: bf16.h's Types<T>; its linear layers run
+// on the backend's own GEMM context, gemm_bf16.h). Device, host and pinned memory are the same aligned host memory.
+// This file and the kernels beside it are the only code that knows OpenMP, OpenBLAS and oneDNN.
 #include "backends/cpu/cpu_backend.h"
 
 #include <cblas.h>
@@ -11,7 +10,9 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "backends/cpu/cpu_ops.h"
@@ -34,6 +35,18 @@ int set_cpu_threads(int threads) {
   return omp_get_max_threads();
 }
 
+// The version of the OpenBLAS library loaded, from its configuration line ("OpenBLAS 0.3.21 DYNAMIC_ARCH ..."); the
+// header's version when the line says otherwise.
+std::string openblas_version() {
+  const std::string config = openblas_get_config();
+  const std::string prefix = "OpenBLAS ";
+  if (config.rfind(prefix, 0) == 0) return config.substr(prefix.size(), config.find(' ', prefix.size()) - prefix.size());
+  std::string header = OPENBLAS_VERSION;  // " OpenBLAS 0.3.21 "
+  header = header.substr(header.find_first_not_of(' '));
+  if (header.rfind(prefix, 0) == 0) header = header.substr(prefix.size());
+  return header.substr(0, header.find(' '));
+}
+
 template <typename T>
 constexpr DType dtype_of() {
   if constexpr (std::is_same_v<T, float>) return DType::F32;
@@ -49,23 +62,39 @@ class CpuBackend final : public Backend {
   static constexpr DType kAct = dtype_of<A>(), kMaster = dtype_of<F>();
   static constexpr bool kBf16 = cpu::is_bf16<T>;
 
-  explicit CpuBackend(int threads) : threads_(set_cpu_threads(threads)) {
-    if constexpr (kBf16) cpu::bf16_gemm_path();  // decided (and said, when emulated) once, now
-  }
+  explicit CpuBackend(int threads) requires(!kBf16) : threads_(set_cpu_threads(threads)) {}
+  // The GEMM path is decided (and said on stderr, when emulated) now.
+  explicit CpuBackend(const CpuBf16Options& options) requires(kBf16)
+      : threads_(set_cpu_threads(options.threads)), gemms_(std::make_unique<cpu::Bf16GemmContext>(options)) {}
 
   std::string name() const override { return kBf16 ? "cpu-bf16" : kAct == DType::F32 ? "cpu" : "cpu-f64"; }
   std::string describe() const override {
     if constexpr (kBf16) {
       return cat(name(), ": bf16 activations and weight copy, fp32 master weights, gradients and moments; ", threads_,
-                 " OpenMP threads; ", cpu::bf16_gemm_describe(), "; ", openblas_get_config());
+                 " OpenMP threads; ", gemms_->describe(), "; ", openblas_get_config());
     }
     return cat(name(), ": ", kAct == DType::F32 ? "fp32" : "fp64", " activations, weights and master weights; ",
                threads_, " OpenMP threads; ", openblas_get_config());
   }
+  std::vector<std::pair<std::string, std::string>> library_versions() const override {
+    std::vector<std::pair<std::string, std::string>> v = {{"OpenBLAS", openblas_version()}};
+    if constexpr (kBf16) {
+      if (std::string onednn = cpu::onednn_version(); !onednn.empty()) v.emplace_back("oneDNN", onednn);
+    }
+    return v;
+  }
   DType act_dtype() const override { return kAct; }
   DType weight_dtype() const override { return kAct; }
   DType master_dtype() const override { return kMaster; }
-  bool static_shapes() const override { return false; }
+  // Synchronous: every call has done its work when it returns (events are already passed when recorded).
+  const Capabilities& capabilities() const override {
+    static const Capabilities caps{};
+    return caps;
+  }
+  std::unique_ptr<Event> make_event() override { return std::make_unique<Event>(); }
+  void record(Event&) override {}
+  void wait(Event&) override {}
+  void host_wait(Event&) override {}
 
   void* allocate(size_t bytes, MemoryKind) override {
     const size_t rounded = align_up(bytes == 0 ? 1 : bytes);
@@ -86,7 +115,7 @@ class CpuBackend final : public Backend {
   void convert(void* dst, DType dst_type, const void* src, DType src_type, size_t n) override {
     BERT_CHECK(kBf16 || (dst_type != DType::BF16 && src_type != DType::BF16), "the ", name(), " backend has no bf16 memory");
     if (dst_type == src_type) {
-      copy(dst, src, n * (dst_type == DType::F32 ? sizeof(float) : dst_type == DType::F64 ? sizeof(double) : 2));
+      copy(dst, src, n * dtype_size(dst_type));
     } else if (dst_type == DType::BF16) {
       if (src_type == DType::F32) {
         cpu::convert_to_bf16(static_cast<cpu::bf16*>(dst), static_cast<const float*>(src), n);
@@ -115,8 +144,14 @@ class CpuBackend final : public Backend {
     return cpu::attention_saved_elements(tokens, max_seqlen, heads) * sizeof(F);
   }
 
-  void linear_forward(const ops::LinearForward& p) override { cpu::linear_forward<T>(p); }
-  void linear_backward(const ops::LinearBackward& p) override { cpu::linear_backward<T>(p); }
+  void linear_forward(const ops::LinearForward& p) override {
+    if constexpr (kBf16) cpu::linear_forward(p, *gemms_);
+    else cpu::linear_forward<T>(p);
+  }
+  void linear_backward(const ops::LinearBackward& p) override {
+    if constexpr (kBf16) cpu::linear_backward(p, *gemms_);
+    else cpu::linear_backward<T>(p);
+  }
   void activation_backward(const ops::ActivationBackward& p) override { cpu::activation_backward<T>(p); }
   void embedding_forward(const ops::EmbeddingForward& p) override { cpu::embedding_forward<T>(p); }
   void embedding_backward(const ops::EmbeddingBackward& p) override { cpu::embedding_backward<T>(p); }
@@ -151,6 +186,8 @@ class CpuBackend final : public Backend {
   int threads_;
   // Per-row and per-chunk partial sums of the ops that reduce in order; grown only when a larger call comes.
   std::vector<double> scratch_;
+  // cpu-bf16's GEMMs: the path, oneDNN's primitives and the buffers they work in (null for fp32 and fp64).
+  std::unique_ptr<cpu::Bf16GemmContext> gemms_;
 };
 
 }  // namespace
@@ -159,9 +196,17 @@ std::unique_ptr<Backend> make_cpu_backend(DType dtype, int threads) {
   switch (dtype) {
     case DType::F32: return std::make_unique<CpuBackend<float>>(threads);
     case DType::F64: return std::make_unique<CpuBackend<double>>(threads);
-    case DType::BF16: return std::make_unique<CpuBackend<cpu::bf16>>(threads);
+    case DType::BF16: {
+      CpuBf16Options options;
+      options.threads = threads;
+      return make_cpu_bf16_backend(options);
+    }
   }
   return nullptr;
+}
+
+std::unique_ptr<Backend> make_cpu_bf16_backend(const CpuBf16Options& options) {
+  return std::make_unique<CpuBackend<cpu::bf16>>(options);
 }
 
 }  // namespace bertperf

@@ -6,15 +6,19 @@
 //
 // `threads` > 0 sets the OpenMP and OpenBLAS thread counts of the process (one pool for the whole program, so a
 // second CPU backend with a different count changes the first's); 0 keeps the current setting (OMP_NUM_THREADS,
-// or every core).
+// or every core). make_cpu_backend(BF16, threads) is cpu-bf16 with its default options (cpu_bf16_options.h).
 #pragma once
 
 #include <memory>
 
 #include "backends/backend.h"
+#include "backends/cpu/cpu_bf16_options.h"
 
 namespace bertperf {
 
 std::unique_ptr<Backend> make_cpu_backend(DType dtype, int threads);
+// InputError where the options cannot be had here ("gemm": "onednn" without oneDNN or AVX512-BF16; an "isa" other
+// than the one oneDNN already runs at in this process).
+std::unique_ptr<Backend> make_cpu_bf16_backend(const CpuBf16Options& options);
 
 }  // namespace bertperf

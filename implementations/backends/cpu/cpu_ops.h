@@ -1,7 +1,8 @@
 // The CPU implementation of the op vocabulary (backends/ops.h), as templates on the scalar type, and the kernels
 // it is built from.
 //
-// Every op of ops.h exists here as cpu::op<T>(const ops::Op&), explicitly instantiated for float, double and bf16.
+// Every op of ops.h exists here as cpu::op<T>(const ops::Op&), explicitly instantiated for float, double and bf16
+// (the bf16 linear layers take the backend's GEMM context too).
 // For float and double, T stands for every A, W and F pointer of the op (the backend's three dtypes are one): float
 // is the backend proper ("cpu"); double is the oracle ("cpu-f64") the conformance test compares every backend with,
 // and the type the tests check every backward in against central finite differences, which fp32 rounding would
@@ -84,8 +85,10 @@ void lamb_apply(const ops::LambApply& p);
 // The bf16 backend's specialisations (gather_forward, cross-entropy and lamb_apply are the generic templates
 // instantiated for bf16; clipping, accumulation and lamb_moments run on F = fp32 as their float versions). Its
 // attention saves and works in fp32 (attention_saved_elements() floats).
-template <> void linear_forward<bf16>(const ops::LinearForward& p);
-template <> void linear_backward<bf16>(const ops::LinearBackward& p);
+// Its linear layers run their products on the backend's GEMM context (gemm_bf16.h).
+class Bf16GemmContext;
+void linear_forward(const ops::LinearForward& p, Bf16GemmContext& gemms);
+void linear_backward(const ops::LinearBackward& p, Bf16GemmContext& gemms);
 template <> void activation_backward<bf16>(const ops::ActivationBackward& p);
 template <> void embedding_forward<bf16>(const ops::EmbeddingForward& p);
 template <> void embedding_backward<bf16>(const ops::EmbeddingBackward& p);

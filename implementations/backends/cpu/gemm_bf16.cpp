@@ -1,11 +1,15 @@
 // The bf16 GEMM of the cpu-bf16 backend (gemm_bf16.h): tiles of the product shared out over the OpenMP threads,
 // each tile summed chunk by chunk along K (oneDNN's matmul, or our emulation of it), then handed to the epilogue.
 //
-// Tiles: Mt rows (a multiple of 64, or of 16 below 64; at most 512) by Nt columns, the fp32 tile about 1 MB, so it is still in cache
-// when the epilogue reads it. A tile whose rows run past M (the last one, when Mt does not divide M) is computed
-// from a zero-padded copy of its rows of A, so oneDNN sees a few tile shapes per GEMM rather than one per batch
-// size (each new shape costs a JIT compilation). oneDNN packs each tile's B chunk itself; that copy is about 1/Mt
-// of the tile's work.
+// Tiles: Mt rows (a multiple of 64, or of 16 below 64; at most 512) by Nt columns, the fp32 tile about 1 MB, so it is
+// still in cache when the epilogue reads it. A tile whose rows run past M (the last one, when Mt does not divide M)
+// is computed from a zero-padded copy of its rows of A, so oneDNN sees a few tile shapes per GEMM rather than one per
+// batch size (each new shape costs a JIT compilation). B is packed once per GEMM into oneDNN's layout when several
+// row tiles share it, else by each tile.
+//
+// Memory: everything a call works in belongs to the context (the backend object) and is sized before the threads
+// start, for every thread slot at once: a call at shapes seen before grows nothing, makes no primitive and no oneDNN
+// memory object (those are made with the primitive, one set per thread slot, and pointed at the call's buffers).
 #include "backends/cpu/gemm_bf16.h"
 
 #include <omp.h>
@@ -14,6 +18,7 @@
 #endif
 
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -21,6 +26,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <string>
 #include <tuple>
@@ -59,28 +65,21 @@ Tiling tiling(const Bf16Gemm& g) {
   return {Mt, Nt, ceil_div(g.M, Mt), ceil_div(g.N, Nt), std::max(1, ceil_div(g.K, kGemmKChunk))};
 }
 
-// Per-thread working memory, grown when a larger tile comes (OpenMP's threads live as long as the process).
+// One thread slot's working memory, grown (for every slot at once) before the threads start.
 struct ThreadBuffers {
   AlignedBuffer<float> tile, part, af, bf;
-  AlignedBuffer<bf16> a_pad, b_packed;
+  AlignedBuffer<bf16> a_pad, b_own;
   AlignedBuffer<unsigned char> scratchpad;
 };
 
 template <typename T>
-T* grown(AlignedBuffer<T>& b, size_t n) {
+void reserve(AlignedBuffer<T>& b, size_t n) {
   if (b.size() < n) b.resize(n);
-  return b.data();
 }
 
-ThreadBuffers& thread_buffers() {
-  thread_local ThreadBuffers buffers;
-  return buffers;
-}
-
-// The rows [m0, m0 + rows) of A's chunk [k0, k0 + kc), zero-padded to Mt rows: (Mt, kc) with ld kc, or for a
+// The rows [m0, m0 + rows) of A's chunk [k0, k0 + kc), zero-padded to Mt rows in `pad`: (Mt, kc) with ld kc, or for a
 // transposed A (kc, Mt) with ld Mt, the layouts the padded primitives are made for.
-const bf16* padded_a(const Bf16Gemm& g, int m0, int rows, int Mt, int k0, int kc, ThreadBuffers& tb) {
-  bf16* pad = grown(tb.a_pad, static_cast<size_t>(Mt) * kc);
+const bf16* padded_a(const Bf16Gemm& g, int m0, int rows, int Mt, int k0, int kc, bf16* pad) {
   std::memset(static_cast<void*>(pad), 0, static_cast<size_t>(Mt) * kc * sizeof(bf16));
   if (!g.trans_a) {
     for (int m = 0; m < rows; ++m)
@@ -144,11 +143,12 @@ void emulated_chunk(float* out, int ldo, const float* af, const float* bf, int r
   }
 }
 
+// The tile's sums in the emulation; af, bf and part hold at least Mt x min(K, chunk), chunk x Nt and Mt x Nt floats.
 void emulated_tile(const Bf16Gemm& g, int m0, int rows, int n0, int nt, float* tile, int ld, ThreadBuffers& tb) {
+  float* af = tb.af.data();
+  float* bf = tb.bf.data();
   for (int k0 = 0, c = 0; k0 < g.K || c == 0; k0 += kGemmKChunk, ++c) {
-    const int kc = std::min(kGemmKChunk, g.K - k0);
-    float* af = grown(tb.af, static_cast<size_t>(rows) * std::max(kc, 1));
-    float* bf = grown(tb.bf, static_cast<size_t>(std::max(kc, 1)) * nt);
+    const int kc = std::max(0, std::min(kGemmKChunk, g.K - k0));
     for (int m = 0; m < rows; ++m)
       for (int k = 0; k < kc; ++k)
         af[static_cast<size_t>(m) * kc + k] =
@@ -160,7 +160,7 @@ void emulated_tile(const Bf16Gemm& g, int m0, int rows, int n0, int nt, float* t
     if (c == 0) {
       emulated_chunk(tile, ld, af, bf, rows, nt, kc);
     } else {
-      float* part = grown(tb.part, static_cast<size_t>(rows) * nt);
+      float* part = tb.part.data();
       emulated_chunk(part, nt, af, bf, rows, nt, kc);
       for (int m = 0; m < rows; ++m) {
         float* t = tile + static_cast<size_t>(m) * ld;
@@ -175,6 +175,27 @@ void emulated_tile(const Bf16Gemm& g, int m0, int rows, int n0, int nt, float* t
 // ---- oneDNN ---------------------------------------------------------------------------------------------------
 
 #ifdef BERTPERF_HAVE_DNNL
+const char* isa_name(Bf16Isa isa) { return isa == Bf16Isa::AMX ? "amx" : "avx512_bf16"; }
+
+// oneDNN takes its ISA cap once per process, before its first primitive: the first context sets it, and a later one
+// that asks for another is an input error.
+void fix_isa(Bf16Isa isa) {
+  static std::mutex mutex;
+  static std::optional<Bf16Isa> fixed;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (!fixed) {
+    try {
+      dnnl::set_max_cpu_isa(isa == Bf16Isa::AMX ? dnnl::cpu_isa::all : dnnl::cpu_isa::avx512_core_bf16);
+    } catch (const dnnl::error&) {
+      // Something in the process used oneDNN first; the ISA it runs at is checked by the path choice.
+    }
+    fixed = isa;
+  } else if (*fixed != isa) {
+    throw_input("cpu-bf16", cat("\"isa\": \"", isa_name(isa), "\" in a process whose oneDNN already runs at \"",
+                                isa_name(*fixed), "\" (oneDNN fixes its ISA once per process)"));
+  }
+}
+
 // One matmul primitive per tile shape: A (M, K) and the fp32 out (M, N) dense (oneDNN 2.6 runs strided operands on
 // another kernel, which sums in blocks of 256), B (K, N) in the blocked layout the primitive asks for, packed from
 // the strided source by a reorder (the copy oneDNN would make itself), and the sum post-op (out += product) for
@@ -186,20 +207,58 @@ struct PrimitiveKey {
   bool operator<(const PrimitiveKey& o) const { return tie() < o.tie(); }
 };
 
+// A primitive's oneDNN memory objects for one thread slot, without data: each call points them at its buffers.
+struct SlotMemory {
+  dnnl::memory a, b, c, scratchpad, b_source, pack_scratchpad;
+};
+
 struct Primitive {
   dnnl::matmul matmul;
   dnnl::reorder pack_b;
-  dnnl::memory::desc a, b_source, b, c, scratchpad;
+  size_t b_bytes = 0, scratchpad_bytes = 0, pack_scratchpad_bytes = 0;
   std::string impl;
+  std::vector<SlotMemory> slots;
 };
 
-struct Onednn {
-  dnnl::engine engine{dnnl::engine::kind::cpu, 0};
-  std::mutex mutex;
+void check(dnnl_status_t status, const char* what) {
+  if (status != dnnl_success) throw InternalError(cat("oneDNN ", what, " failed (status ", static_cast<int>(status), ")"));
+}
+
+// Runs `p` on the calling thread with these arguments (oneDNN's C entry point: the C++ one builds a map per call).
+template <size_t N>
+void execute(const dnnl::primitive& p, const dnnl::stream& stream, const dnnl_exec_arg_t (&args)[N], int n = N) {
+  check(dnnl_primitive_execute(p.get(), stream.get(), n, args), "execute");
+}
+#endif
+
+// B packed once per GEMM when several row tiles share it: (column tile ni, chunk c) at buffer + offset[ni * chunks + c]
+// elements, packed for primitive[ni * chunks + c]. The vectors keep their capacity from call to call.
+struct PackedB {
+  AlignedBuffer<bf16> buffer;
+  std::vector<size_t> offset;
+#ifdef BERTPERF_HAVE_DNNL
+  std::vector<const Primitive*> primitive;
+#endif
+};
+
+}  // namespace
+
+// ---- the context --------------------------------------------------------------------------------------------------
+
+struct Bf16GemmContext::State {
+  int slots;  // thread slots: the most threads a call shares its tiles over
+  std::vector<ThreadBuffers> buffers;
+  PackedB packed;
+  GemmPath path = GemmPath::EMULATED;
+  bool onednn_available = false;
+  std::string describe;
+#ifdef BERTPERF_HAVE_DNNL
+  std::optional<dnnl::engine> engine;
+  std::vector<dnnl::stream> streams;  // one per slot
   std::map<PrimitiveKey, Primitive> primitives;
 
-  const Primitive& get(const PrimitiveKey& k) {
-    std::lock_guard<std::mutex> lock(mutex);
+  // The primitive for a tile shape, made at its first use (outside the threads).
+  const Primitive& primitive(const PrimitiveKey& k) {
     auto found = primitives.find(k);
     if (found != primitives.end()) return found->second;
     using dt = dnnl::memory::data_type;
@@ -215,293 +274,312 @@ struct Onednn {
       ops.append_sum(1.0f);
       attr.set_post_ops(ops);
     }
-    const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b_any, c), attr, engine);
-    const dnnl::memory::desc b = pd.weights_desc();
-    const dnnl::reorder::primitive_desc pack(engine, b_source, engine, b);
-    Primitive p{dnnl::matmul(pd), dnnl::reorder(pack), a, b_source, b, c, pd.scratchpad_desc(), pd.impl_info_str()};
+    const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b_any, c), attr, *engine);
+    const std::string impl = pd.impl_info_str();
     // Only the brgemm kernels sum in the bf16 GEMM order (gemm_bf16.h).
-    if (p.impl.rfind("brg:", 0) != 0)
-      throw InternalError(cat("oneDNN chose ", p.impl, " for a ", k.M, "x", k.N, "x", k.K, " bf16 tile, not brgemm"));
+    if (impl.rfind("brg:", 0) != 0)
+      throw InternalError(cat("oneDNN chose ", impl, " for a ", k.M, "x", k.N, "x", k.K, " bf16 tile, not brgemm"));
+    const dnnl::memory::desc b = pd.weights_desc();
+    dnnl::primitive_attr pack_attr;
+    pack_attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    const dnnl::reorder::primitive_desc pack(*engine, b_source, *engine, b, pack_attr);
+    Primitive p{dnnl::matmul(pd), dnnl::reorder(pack), b.get_size(), pd.scratchpad_desc().get_size(),
+                pack.scratchpad_desc().get_size(), impl, {}};
+    for (int s = 0; s < slots; ++s) {
+      SlotMemory m{dnnl::memory(a, *engine, DNNL_MEMORY_NONE), dnnl::memory(b, *engine, DNNL_MEMORY_NONE),
+                   dnnl::memory(c, *engine, DNNL_MEMORY_NONE), {}, dnnl::memory(b_source, *engine, DNNL_MEMORY_NONE), {}};
+      if (p.scratchpad_bytes) m.scratchpad = dnnl::memory(pd.scratchpad_desc(), *engine, DNNL_MEMORY_NONE);
+      if (p.pack_scratchpad_bytes)
+        m.pack_scratchpad = dnnl::memory(pack.scratchpad_desc(), *engine, DNNL_MEMORY_NONE);
+      p.slots.push_back(std::move(m));
+    }
     return primitives.emplace(k, std::move(p)).first->second;
   }
-};
 
-Onednn& onednn() {
-  static Onednn o;
-  return o;
-}
+  // The primitive of tile column ni's chunk c (made before the threads start).
+  const Primitive& made(const PrimitiveKey& k) const {
+    auto found = primitives.find(k);
+    BERT_CHECK(found != primitives.end(), "cpu-bf16 GEMM: a tile shape without its primitive");
+    return found->second;
+  }
 
-// Tile shapes of a GEMM through oneDNN: the row tile is always Mt (a short last tile is zero-padded), so the keys
-// are the column tile (full or last), the K chunk (full or last) and first or later.
-std::vector<PrimitiveKey> primitive_keys(const Bf16Gemm& g, const Tiling& t) {
-  std::vector<PrimitiveKey> keys;
-  for (int nt : {t.Nt, g.N - (t.n_tiles - 1) * t.Nt})
-    for (int c = 0; c < t.k_chunks; ++c) {
-      const int kc = std::min(kGemmKChunk, g.K - c * kGemmKChunk);
-      if (kc > 0) keys.push_back({t.Mt, nt, kc, g.ldb, nt, g.trans_a, g.trans_b, c > 0});
+  static PrimitiveKey key(const Bf16Gemm& g, const Tiling& t, int ni, int c) {
+    const int nt = std::min(t.Nt, g.N - ni * t.Nt), kc = std::min(kGemmKChunk, g.K - c * kGemmKChunk);
+    return {t.Mt, nt, kc, g.ldb, nt, g.trans_a, g.trans_b, c > 0};
+  }
+
+  static const bf16* b_chunk(const Bf16Gemm& g, int n0, int k0) {
+    return g.trans_b ? g.B + static_cast<size_t>(n0) * g.ldb + k0 : g.B + static_cast<size_t>(k0) * g.ldb + n0;
+  }
+
+  // B's chunk packed into the primitive's layout, on slot s.
+  void pack_b(const Primitive& p, int s, const bf16* source, bf16* packed) {
+    const SlotMemory& m = p.slots[s];
+    m.b_source.set_data_handle(const_cast<bf16*>(source));
+    m.b.set_data_handle(packed);
+    if (p.pack_scratchpad_bytes) {
+      m.pack_scratchpad.set_data_handle(buffers[s].scratchpad.data());
+      execute(p.pack_b, streams[s], {{DNNL_ARG_FROM, m.b_source.get()}, {DNNL_ARG_TO, m.b.get()},
+                                     {DNNL_ARG_SCRATCHPAD, m.pack_scratchpad.get()}});
+    } else {
+      execute(p.pack_b, streams[s], {{DNNL_ARG_FROM, m.b_source.get()}, {DNNL_ARG_TO, m.b.get()}});
     }
-  return keys;
-}
+  }
 
-dnnl::stream& thread_stream() {
-  thread_local dnnl::stream stream(onednn().engine);
-  return stream;
-}
+  // acc (+)= the product of one K chunk of a tile, on slot s.
+  void chunk(const Primitive& p, int s, const bf16* a, const bf16* b_packed, float* c) {
+    const SlotMemory& m = p.slots[s];
+    m.a.set_data_handle(const_cast<bf16*>(a));
+    m.b.set_data_handle(const_cast<bf16*>(b_packed));
+    m.c.set_data_handle(c);
+    if (p.scratchpad_bytes) {
+      m.scratchpad.set_data_handle(buffers[s].scratchpad.data());
+      execute(p.matmul, streams[s], {{DNNL_ARG_SRC, m.a.get()}, {DNNL_ARG_WEIGHTS, m.b.get()},
+                                     {DNNL_ARG_DST, m.c.get()}, {DNNL_ARG_SCRATCHPAD, m.scratchpad.get()}});
+    } else {
+      execute(p.matmul, streams[s], {{DNNL_ARG_SRC, m.a.get()}, {DNNL_ARG_WEIGHTS, m.b.get()}, {DNNL_ARG_DST, m.c.get()}});
+    }
+  }
 
-// B's chunk packed into the primitive's layout.
-void pack_b(const Primitive& p, const bf16* b_source, bf16* packed) {
-  dnnl::memory bs(p.b_source, onednn().engine, const_cast<bf16*>(b_source)), bm(p.b, onednn().engine, packed);
-  p.pack_b.execute(thread_stream(), bs, bm);
-}
+  // One tile on slot s; B from the GEMM's packed copy when shared_b, else packed by the tile.
+  void onednn_tile(const Bf16Gemm& g, const Tiling& t, int m0, int rows, int ni, float* tile, int s, bool shared_b) {
+    ThreadBuffers& tb = buffers[s];
+    const int n0 = ni * t.Nt;
+    for (int k0 = 0, c = 0; k0 < g.K || c == 0; k0 += kGemmKChunk, ++c) {
+      const int kc = std::min(kGemmKChunk, g.K - k0);
+      if (kc <= 0) {  // K = 0: the product is 0
+        const int nt = std::min(t.Nt, g.N - n0);
+        for (int m = 0; m < rows; ++m) std::fill_n(tile + static_cast<size_t>(m) * nt, nt, 0.0f);
+        return;
+      }
+      // A as the dense (Mt, kc) or (kc, Mt) block the primitive reads: in place where the operand already is one.
+      const bool dense = rows == t.Mt && (g.trans_a ? g.lda == t.Mt : g.lda == kc);
+      const bf16* a = !dense      ? padded_a(g, m0, rows, t.Mt, k0, kc, tb.a_pad.data())
+                      : g.trans_a ? g.A + static_cast<size_t>(k0) * g.lda + m0
+                                  : g.A + static_cast<size_t>(m0) * g.lda + k0;
+      const size_t i = static_cast<size_t>(ni) * t.k_chunks + c;
+      const Primitive& p = shared_b ? *packed.primitive[i] : made(key(g, t, ni, c));
+      const bf16* b = shared_b ? packed.buffer.data() + packed.offset[i] : tb.b_own.data();
+      if (!shared_b) pack_b(p, s, b_chunk(g, n0, k0), tb.b_own.data());
+      chunk(p, s, a, b, tile);
+    }
+  }
 
-// acc (+)= the product of one K chunk of a tile, through oneDNN on the calling thread.
-void onednn_chunk(const Primitive& p, const bf16* a, const bf16* b_packed, float* c, ThreadBuffers& tb) {
-  Onednn& o = onednn();
-  unsigned char* scratch = grown(tb.scratchpad, std::max<size_t>(p.scratchpad.get_size(), 1));
-  dnnl::memory am(p.a, o.engine, const_cast<bf16*>(a)), bm(p.b, o.engine, const_cast<bf16*>(b_packed)),
-      cm(p.c, o.engine, c), sm(p.scratchpad, o.engine, scratch);
-  p.matmul.execute(thread_stream(),
-                   {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}, {DNNL_ARG_SCRATCHPAD, sm}});
-}
+  // Packs every (column tile, chunk) of B over `threads` threads, when several row tiles share it.
+  void pack_all_b(const Bf16Gemm& g, const Tiling& t, int threads) {
+    const int packs = t.n_tiles * t.k_chunks;
+    packed.offset.resize(packs);
+    packed.primitive.resize(packs);
+    size_t total = 0;
+    for (int i = 0; i < packs; ++i) {
+      packed.primitive[i] = &made(key(g, t, i / t.k_chunks, i % t.k_chunks));
+      packed.offset[i] = total;
+      total += (packed.primitive[i]->b_bytes / sizeof(bf16) + 127) / 128 * 128;
+    }
+    reserve(packed.buffer, total);
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
+    for (int i = 0; i < packs; ++i) {
+      const int ni = i / t.k_chunks, c = i % t.k_chunks;
+      pack_b(*packed.primitive[i], omp_get_thread_num(), b_chunk(g, ni * t.Nt, c * kGemmKChunk),
+             packed.buffer.data() + packed.offset[i]);
+    }
+  }
+#endif
 
-const bf16* b_chunk(const Bf16Gemm& g, int n0, int k0) {
-  return g.trans_b ? g.B + static_cast<size_t>(n0) * g.ldb + k0 : g.B + static_cast<size_t>(k0) * g.ldb + n0;
-}
+  explicit State(int threads) : slots(std::max(1, threads)), buffers(slots) {}
 
-// B packed once per GEMM when several row tiles share it: pack (column tile ni, chunk c) at packed + offset[ni * chunks
-// + c] elements. One buffer for the process, grown when a larger GEMM comes (the backend runs one op at a time).
-struct PackedB {
-  AlignedBuffer<bf16> buffer;
-  std::vector<size_t> offset;
-};
+  // Everything a call of this shape needs, for every slot: the primitives, then the buffers.
+  void prepare(const Bf16Gemm& g, const Tiling& t, GemmPath path) {
+    const size_t kc = std::max(1, std::min(g.K, kGemmKChunk));
+    size_t tile = static_cast<size_t>(t.Mt) * t.Nt, af = 0, bf = 0, part = 0, a_pad = 0, b_own = 0, scratchpad = 1;
+    if (path == GemmPath::EMULATED) {
+      af = t.Mt * kc;
+      bf = kc * t.Nt;
+      part = tile;
+    }
+#ifdef BERTPERF_HAVE_DNNL
+    if (path == GemmPath::ONEDNN && g.K > 0) {
+      a_pad = t.Mt * kc;
+      for (int ni : {0, t.n_tiles - 1})
+        for (int c = 0; c < t.k_chunks; ++c) {
+          const Primitive& p = primitive(key(g, t, ni, c));
+          if (t.m_tiles == 1) b_own = std::max(b_own, p.b_bytes / sizeof(bf16) + 1);
+          scratchpad = std::max({scratchpad, p.scratchpad_bytes, p.pack_scratchpad_bytes});
+        }
+    }
+#endif
+    for (ThreadBuffers& tb : buffers) {
+      reserve(tb.tile, tile);
+      reserve(tb.af, af);
+      reserve(tb.bf, bf);
+      reserve(tb.part, part);
+      reserve(tb.a_pad, a_pad);
+      reserve(tb.b_own, b_own);
+      reserve(tb.scratchpad, scratchpad);
+    }
+  }
 
-PackedB& packed_b() {
-  static PackedB packed;
-  return packed;
-}
-
-void onednn_tile(const Bf16Gemm& g, const Tiling& t, int m0, int rows, int ni, float* tile, ThreadBuffers& tb,
-                 const PackedB* packed) {
-  Onednn& o = onednn();
-  const int n0 = ni * t.Nt, nt = std::min(t.Nt, g.N - n0);
-  for (int k0 = 0, c = 0; k0 < g.K || c == 0; k0 += kGemmKChunk, ++c) {
-    const int kc = std::min(kGemmKChunk, g.K - k0);
-    if (kc <= 0) {  // K = 0: the product is 0
-      for (int m = 0; m < rows; ++m) std::fill_n(tile + static_cast<size_t>(m) * nt, nt, 0.0f);
+  void run(const Bf16Gemm& g, TileEpilogue epilogue, GemmPath path) {
+    BERT_CHECK(!omp_in_parallel(), "cpu-bf16 GEMM: called inside a parallel region");
+    if (g.M <= 0 || g.N <= 0) return;
+    const Tiling t = tiling(g);
+    const int tiles = t.m_tiles * t.n_tiles;
+    const int threads = std::min({omp_get_max_threads(), slots, tiles});
+    prepare(g, t, path);
+    bool shared_b = false;
+#ifdef BERTPERF_HAVE_DNNL
+    if (path == GemmPath::ONEDNN && t.m_tiles > 1 && g.K > 0) {
+      pack_all_b(g, t, std::min({omp_get_max_threads(), slots, t.n_tiles * t.k_chunks}));
+      shared_b = true;
+    }
+#endif
+    auto one_tile = [&](int i, int s) {
+      const int mi = i / t.n_tiles, ni = i % t.n_tiles;
+      const int m0 = mi * t.Mt, n0 = ni * t.Nt;
+      const int rows = std::min(t.Mt, g.M - m0), nt = std::min(t.Nt, g.N - n0);
+      float* tile = buffers[s].tile.data();
+#ifdef BERTPERF_HAVE_DNNL
+      if (path == GemmPath::ONEDNN) {
+        onednn_tile(g, t, m0, rows, ni, tile, s, shared_b);
+      } else {
+        emulated_tile(g, m0, rows, n0, nt, tile, nt, buffers[s]);
+      }
+#else
+      (void)shared_b;
+      emulated_tile(g, m0, rows, n0, nt, tile, nt, buffers[s]);
+#endif
+      epilogue(m0, rows, n0, nt, tile, nt);
+    };
+    if (threads <= 1) {
+      for (int i = 0; i < tiles; ++i) one_tile(i, 0);
       return;
     }
-    // A as the dense (Mt, kc) or (kc, Mt) block the primitive reads: in place where the operand already is one.
-    const bool dense = rows == t.Mt && (g.trans_a ? g.lda == t.Mt : g.lda == kc);
-    const bf16* a = !dense                ? padded_a(g, m0, rows, t.Mt, k0, kc, tb)
-                    : g.trans_a ? g.A + static_cast<size_t>(k0) * g.lda + m0
-                                : g.A + static_cast<size_t>(m0) * g.lda + k0;
-    const Primitive& p = o.get({t.Mt, nt, kc, g.ldb, nt, g.trans_a, g.trans_b, c > 0});
-    const bf16* b;
-    if (packed) {
-      b = packed->buffer.data() + packed->offset[static_cast<size_t>(ni) * t.k_chunks + c];
-    } else {
-      bf16* own = grown(tb.b_packed, p.b.get_size() / sizeof(bf16) + 1);
-      pack_b(p, b_chunk(g, n0, k0), own);
-      b = own;
-    }
-    onednn_chunk(p, a, b, tile, tb);
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
+    for (int i = 0; i < tiles; ++i) one_tile(i, omp_get_thread_num());
   }
-}
 
-// Packs every (column tile, chunk) of B, in parallel; returns null when there is one row tile (each tile packs its
-// own then, at no extra cost) or the GEMM runs inside a parallel region.
-const PackedB* pack_all_b(const Bf16Gemm& g, const Tiling& t) {
-  if (t.m_tiles == 1 || omp_in_parallel() || g.K <= 0) return nullptr;
-  PackedB& packed = packed_b();
-  const int packs = t.n_tiles * t.k_chunks;
-  packed.offset.resize(packs);
-  std::vector<const Primitive*> prims(packs);
-  size_t total = 0;
-  for (int i = 0; i < packs; ++i) {
-    const int ni = i / t.k_chunks, c = i % t.k_chunks;
-    const int nt = std::min(t.Nt, g.N - ni * t.Nt), kc = std::min(kGemmKChunk, g.K - c * kGemmKChunk);
-    prims[i] = &onednn().get({t.Mt, nt, kc, g.ldb, nt, g.trans_a, g.trans_b, c > 0});
-    packed.offset[i] = total;
-    total += (prims[i]->b.get_size() / sizeof(bf16) + 127) / 128 * 128;
-  }
-  if (packed.buffer.size() < total) packed.buffer.resize(total);
-#pragma omp parallel for schedule(dynamic, 1)
-  for (int i = 0; i < packs; ++i) {
-    const int ni = i / t.k_chunks, c = i % t.k_chunks;
-    pack_b(*prims[i], b_chunk(g, ni * t.Nt, c * kGemmKChunk), packed.buffer.data() + packed.offset[i]);
-  }
-  return &packed;
-}
-#endif
-
-void run_tiles(const Bf16Gemm& g, TileEpilogue epilogue, GemmPath path) {
-  if (g.M <= 0 || g.N <= 0) return;
-  const Tiling t = tiling(g);
-  const int tiles = t.m_tiles * t.n_tiles;
-#ifdef BERTPERF_HAVE_DNNL
-  // The primitives first, outside the threads (a JIT compilation the first time a shape comes), then B packed.
-  const PackedB* packed = nullptr;
-  if (path == GemmPath::ONEDNN) {
-    for (const PrimitiveKey& k : primitive_keys(g, t)) onednn().get(k);
-    packed = pack_all_b(g, t);
-  }
-#endif
-  auto one_tile = [&](int i) {
-    const int mi = i / t.n_tiles, ni = i % t.n_tiles;
-    const int m0 = mi * t.Mt, n0 = ni * t.Nt;
-    const int rows = std::min(t.Mt, g.M - m0), nt = std::min(t.Nt, g.N - n0);
-    ThreadBuffers& tb = thread_buffers();
-    float* tile = grown(tb.tile, static_cast<size_t>(t.Mt) * t.Nt);
-#ifdef BERTPERF_HAVE_DNNL
-    if (path == GemmPath::ONEDNN) {
-      onednn_tile(g, t, m0, rows, ni, tile, tb, packed);
-    } else {
-      emulated_tile(g, m0, rows, n0, nt, tile, nt, tb);
+  // Whether the two paths give the same bits on a few products that cover the chunking, odd K, padded tiles,
+  // transposed operands and values spanning many binades.
+  bool paths_agree() {
+    std::mt19937 rng(20261203);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    struct Shape {
+      int M, N, K;
+      bool ta, tb;
+    };
+    for (const Shape s : {Shape{37, 70, 1100, false, false}, Shape{64, 96, 515, true, false},
+                          Shape{20, 130, 77, false, true}, Shape{600, 40, 64, false, false}}) {
+      std::vector<bf16> a(static_cast<size_t>(s.M) * s.K), b(static_cast<size_t>(s.K) * s.N);
+      for (bf16& x : a) x = to_bf16(normal(rng) * std::ldexp(1.0f, static_cast<int>(rng() % 20) - 10));
+      for (bf16& x : b) x = to_bf16(normal(rng));
+      const Bf16Gemm g{s.M, s.N, s.K, a.data(), s.ta ? s.M : s.K, s.ta, b.data(), s.tb ? s.K : s.N, s.tb};
+      std::vector<float> fast(static_cast<size_t>(s.M) * s.N), emulated(fast.size());
+      auto into = [&](std::vector<float>& out) {
+        return [&out, &s](int m0, int rows, int n0, int cols, const float* acc, int ld) {
+          for (int m = 0; m < rows; ++m)
+            std::copy(acc + static_cast<size_t>(m) * ld, acc + static_cast<size_t>(m) * ld + cols,
+                      out.begin() + static_cast<size_t>(m0 + m) * s.N + n0);
+        };
+      };
+      const auto to_fast = into(fast), to_emulated = into(emulated);
+      run(g, to_fast, GemmPath::ONEDNN);
+      run(g, to_emulated, GemmPath::EMULATED);
+      if (std::memcmp(fast.data(), emulated.data(), fast.size() * sizeof(float)) != 0) return false;
     }
+    return true;
+  }
+
+  // The path for `o`, and the line that says it.
+  void choose(const CpuBf16Options& o) {
+#ifndef BERTPERF_HAVE_DNNL
+    if (o.gemm == Bf16GemmChoice::ONEDNN) throw_input("cpu-bf16", "\"gemm\": \"onednn\", but this build has no oneDNN");
+    describe = "bf16 GEMMs emulated (this build has no oneDNN)";
 #else
-    emulated_tile(g, m0, rows, n0, nt, tile, nt, tb);
+    fix_isa(o.isa);
+    const bool amx = o.isa == Bf16Isa::AMX;
+    const dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
+    const std::string version = "oneDNN " + onednn_version();
+    const bool has_bf16 = isa == dnnl::cpu_isa::avx512_core_bf16 || isa == dnnl::cpu_isa::avx512_core_amx;
+    if (!has_bf16) {
+      if (o.gemm == Bf16GemmChoice::ONEDNN)
+        throw_input("cpu-bf16", "\"gemm\": \"onednn\", but this CPU has no AVX512-BF16");
+      describe = cat("bf16 GEMMs emulated (this CPU has no AVX512-BF16; ", version, ")");
+      return;
+    }
+    engine.emplace(dnnl::engine::kind::cpu, 0);
+    for (int s = 0; s < slots; ++s) streams.emplace_back(*engine);
+    std::string impl;
+    bool brgemm = true;
+    try {
+      impl = primitive({16, 64, 64, 64, 64, false, false, false}).impl;
+    } catch (const std::exception& e) {  // InternalError (not brgemm), or dnnl::error
+      impl = e.what();
+      brgemm = false;
+    }
+    if (!brgemm && o.gemm == Bf16GemmChoice::ONEDNN) throw_input("cpu-bf16", cat("\"gemm\": \"onednn\", but ", impl));
+    onednn_available = brgemm;
+    if (o.gemm == Bf16GemmChoice::EMULATED) {
+      describe = cat("bf16 GEMMs emulated (\"gemm\": \"emulated\"; ", version, " ", impl, " not used)");
+      return;
+    }
+    bool agree = false;
+    if (brgemm) {
+      try {
+        agree = paths_agree();
+      } catch (const std::exception&) {
+        agree = false;  // a tile shape oneDNN runs on another kernel, or refuses
+      }
+    }
+    if (!agree && !amx && o.gemm != Bf16GemmChoice::ONEDNN) {
+      onednn_available = false;
+      describe = cat("bf16 GEMMs emulated (", version, "'s ", impl,
+                     " does not sum in the bf16 GEMM order here, so it is not used)");
+      return;
+    }
+    path = GemmPath::ONEDNN;
+    describe = cat("bf16 GEMMs on ", version, " ", impl,
+                   agree ? " (bit-identical to the emulation)"
+                         : " (NOT bit-identical to the emulation: AMX sums pairs in another order)");
 #endif
-    epilogue(m0, rows, n0, nt, tile, nt);
-  };
-  if (omp_in_parallel() || tiles == 1) {
-    for (int i = 0; i < tiles; ++i) one_tile(i);
-    return;
   }
-#pragma omp parallel for schedule(dynamic, 1)
-  for (int i = 0; i < tiles; ++i) one_tile(i);
-}
-
-// ---- the path, decided once ------------------------------------------------------------------------------------
-
-struct PathChoice {
-  GemmPath path = GemmPath::EMULATED;
-  bool onednn_available = false;
-  std::string describe;
 };
 
-// Whether the two paths give the same bits on a few products that cover the chunking, odd K, padded tiles,
-// transposed operands and values spanning many binades.
-bool paths_agree() {
-  std::mt19937 rng(20261203);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  struct Shape {
-    int M, N, K;
-    bool ta, tb;
-  };
-  for (const Shape s : {Shape{37, 70, 1100, false, false}, Shape{64, 96, 515, true, false},
-                        Shape{20, 130, 77, false, true}}) {
-    std::vector<bf16> a(static_cast<size_t>(s.M) * s.K), b(static_cast<size_t>(s.K) * s.N);
-    for (bf16& x : a) x = to_bf16(normal(rng) * std::ldexp(1.0f, static_cast<int>(rng() % 20) - 10));
-    for (bf16& x : b) x = to_bf16(normal(rng));
-    const Bf16Gemm g{s.M, s.N, s.K, a.data(), s.ta ? s.M : s.K, s.ta, b.data(), s.tb ? s.K : s.N, s.tb};
-    std::vector<float> fast(static_cast<size_t>(s.M) * s.N), emulated(fast.size());
-    auto into = [&](std::vector<float>& out) {
-      return [&out, &s](int m0, int rows, int n0, int cols, const float* acc, int ld) {
-        for (int m = 0; m < rows; ++m)
-          std::copy(acc + static_cast<size_t>(m) * ld, acc + static_cast<size_t>(m) * ld + cols,
-                    out.begin() + static_cast<size_t>(m0 + m) * s.N + n0);
-      };
-    };
-    const auto to_fast = into(fast), to_emulated = into(emulated);
-    run_tiles(g, to_fast, GemmPath::ONEDNN);
-    run_tiles(g, to_emulated, GemmPath::EMULATED);
-    if (std::memcmp(fast.data(), emulated.data(), fast.size() * sizeof(float)) != 0) return false;
-  }
-  return true;
+Bf16GemmContext::Bf16GemmContext(const CpuBf16Options& options)
+    : state_(std::make_unique<State>(omp_get_max_threads())) {
+  state_->choose(options);
+  if (state_->path == GemmPath::EMULATED || state_->describe.find("NOT") != std::string::npos)
+    std::fprintf(stderr, "cpu-bf16: %s\n", state_->describe.c_str());
 }
 
-PathChoice choose_path() {
-  PathChoice c;
-  const char* forced = std::getenv("BERTPERF_CPU_BF16_GEMM");
-  const std::string force = forced ? forced : "";
-  if (!force.empty() && force != "onednn" && force != "emulated")
-    throw InputError("BERTPERF_CPU_BF16_GEMM is '" + force + "'; expected onednn or emulated");
-#ifndef BERTPERF_HAVE_DNNL
-  c.describe = "bf16 GEMMs emulated (this build has no oneDNN)";
-  if (force == "onednn") throw InputError("BERTPERF_CPU_BF16_GEMM=onednn, but this build has no oneDNN");
-  return c;
-#else
-  const char* isa_env = std::getenv("BERTPERF_CPU_BF16_ISA");
-  const std::string isa_name = isa_env ? isa_env : "";
-  if (!isa_name.empty() && isa_name != "avx512_bf16" && isa_name != "amx")
-    throw InputError("BERTPERF_CPU_BF16_ISA is '" + isa_name + "'; expected avx512_bf16 or amx");
-  const bool amx = isa_name == "amx";
-  // Capped before the first primitive is made (oneDNN ignores the call after that).
-  dnnl::set_max_cpu_isa(amx ? dnnl::cpu_isa::all : dnnl::cpu_isa::avx512_core_bf16);
-  const dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
-  const dnnl::version_t* v = dnnl::version();
-  const std::string version = cat("oneDNN ", v->major, ".", v->minor, ".", v->patch);
-  const bool has_bf16 = isa == dnnl::cpu_isa::avx512_core_bf16 || isa == dnnl::cpu_isa::avx512_core_amx;
-  if (!has_bf16) {
-    c.describe = cat("bf16 GEMMs emulated (this CPU has no AVX512-BF16; ", version, ")");
-    if (force == "onednn") throw InputError("BERTPERF_CPU_BF16_GEMM=onednn, but this CPU has no AVX512-BF16");
-    return c;
-  }
-  c.onednn_available = true;
-  std::string impl;
-  bool brgemm = true;
-  try {
-    impl = onednn().get({16, 64, 64, 64, 64, false, false, false}).impl;
-  } catch (const std::exception& e) {  // InternalError (not brgemm), or dnnl::error
-    impl = e.what();
-    brgemm = false;
-  }
-  if (force == "emulated") {
-    c.describe = cat("bf16 GEMMs emulated (BERTPERF_CPU_BF16_GEMM=emulated; ", version, " ", impl, " not used)");
-    return c;
-  }
-  bool agree = false;
-  if (brgemm) {
-    try {
-      agree = paths_agree();
-    } catch (const std::exception&) {
-      agree = false;  // a tile shape oneDNN runs on another kernel, or refuses
-    }
-  }
-  if (!agree && !amx && force != "onednn") {
-    c.onednn_available = false;
-    c.describe = cat("bf16 GEMMs emulated (", version, "'s ", impl,
-                     " does not sum in the bf16 GEMM order here, so it is not used)");
-    return c;
-  }
-  c.path = GemmPath::ONEDNN;
-  c.describe = cat("bf16 GEMMs on ", version, " ", impl,
-                   agree ? " (bit-identical to the emulation)" : " (NOT bit-identical to the emulation: AMX sums pairs in "
-                                                                 "another order)");
-  return c;
-#endif
-}
+Bf16GemmContext::~Bf16GemmContext() = default;
 
-const PathChoice& path_choice() {
-  static const PathChoice choice = [] {
-    PathChoice c = choose_path();
-    if (c.path == GemmPath::EMULATED || c.describe.find("NOT") != std::string::npos)
-      std::fprintf(stderr, "cpu-bf16: %s\n", c.describe.c_str());
-    return c;
-  }();
-  return choice;
-}
+GemmPath Bf16GemmContext::path() const { return state_->path; }
+const std::string& Bf16GemmContext::describe() const { return state_->describe; }
+bool Bf16GemmContext::onednn_available() const { return state_->onednn_available; }
 
-}  // namespace
-
-GemmPath bf16_gemm_path() { return path_choice().path; }
-std::string bf16_gemm_describe() { return path_choice().describe; }
-bool bf16_gemm_onednn_available() { return path_choice().onednn_available; }
-
-void gemm_bf16(const Bf16Gemm& g, TileEpilogue epilogue, GemmPath path) {
-  BERT_CHECK(path == GemmPath::EMULATED || bf16_gemm_onednn_available(), "the oneDNN bf16 GEMM is not available here");
+void Bf16GemmContext::run(const Bf16Gemm& g, TileEpilogue epilogue, GemmPath path) {
+  BERT_CHECK(path == GemmPath::EMULATED || state_->onednn_available, "the oneDNN bf16 GEMM is not available here");
   GemmProfile& profile = gemm_profile();
-  if (!profile.enabled || omp_in_parallel()) {
-    run_tiles(g, epilogue, path);
+  if (!profile.enabled) {
+    state_->run(g, epilogue, path);
     return;
   }
   const auto start = std::chrono::steady_clock::now();
-  run_tiles(g, epilogue, path);
+  state_->run(g, epilogue, path);
   profile.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   profile.flops += 2.0 * g.M * g.N * g.K;
 }
 
-void gemm_bf16(const Bf16Gemm& g, TileEpilogue epilogue) { gemm_bf16(g, epilogue, bf16_gemm_path()); }
+void Bf16GemmContext::run(const Bf16Gemm& g, TileEpilogue epilogue) { run(g, epilogue, state_->path); }
+
+std::string onednn_version() {
+#ifdef BERTPERF_HAVE_DNNL
+  const dnnl_version_t* v = dnnl_version();
+  return cat(v->major, ".", v->minor, ".", v->patch);
+#else
+  return "";
+#endif
+}
 
 // ---- conversions (bf16.h) ----------------------------------------------------------------------------------------
 

@@ -11,19 +11,27 @@
 // Two paths compute it, and give the same bits (tests/cpp/test_gemm_bf16.cpp compares them):
 //  - ONEDNN: oneDNN's matmul (brgemm, AVX512-BF16), one call per tile and K chunk, run single-threaded on the
 //    OpenMP threads that share the tiles out. oneDNN is capped at AVX512-BF16 so that every machine sums in this
-//    order; BERTPERF_CPU_BF16_ISA=amx lets it use AMX (faster on Intel Sapphire Rapids and later, whose tile
+//    order; the backend option "isa": "amx" lets it use AMX (faster on Intel Sapphire Rapids and later, whose tile
 //    instruction sums pairs in another order: bits then differ from the emulation, and the backend says so).
 //  - EMULATED: our own loops in that order (fp32 FMAs with the FTZ and DAZ flags set), for a CPU without
 //    AVX512-BF16 or a build without oneDNN; slower (tens of GFLOP/s), same bits.
 // The result is handed to an epilogue tile by tile (the tile in fp32, hot in cache), which writes the op's outputs:
 // bias, activation and the rounding to bf16, or an fp32 accumulation (ops.h's rounding table).
+//
+// A Bf16GemmContext belongs to one backend object: the path it chose, oneDNN's engine, streams and primitives, and
+// the memory the tiles work in (per-thread tiles and padded operands, B packed once per GEMM, oneDNN's scratchpad,
+// which it is handed rather than allocating). A shape's first call makes its primitives (a JIT compilation) and grows
+// the buffers; a call at known shapes allocates none of its own memory. oneDNN's execute itself still allocates a
+// few bytes of bookkeeping per call (its argument map), which no public oneDNN 2.x call avoids.
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <string>
 #include <utility>
 
 #include "backends/cpu/bf16.h"
+#include "backends/cpu/cpu_bf16_options.h"
 
 namespace bertperf::cpu {
 
@@ -60,18 +68,33 @@ class TileEpilogue {
 
 enum class GemmPath { ONEDNN, EMULATED };
 
-// The product through the process's path (bf16_gemm_path()), or through a given one (the tests compare them).
-// Called outside a parallel region, it shares its tiles out over the OpenMP threads; inside one, it runs on the
-// calling thread.
-void gemm_bf16(const Bf16Gemm& g, TileEpilogue epilogue);
-void gemm_bf16(const Bf16Gemm& g, TileEpilogue epilogue, GemmPath path);
+class Bf16GemmContext {
+ public:
+  // Decides the path for `options` ("gemm", "isa": cpu_bf16_options.h), checking on a few products that oneDNN sums
+  // as the emulation does; says on stderr when it emulates or oneDNN's bits differ. InputError where the options
+  // cannot be had here. Its threads: the OpenMP thread count now (at most that many share the tiles later).
+  explicit Bf16GemmContext(const CpuBf16Options& options);
+  ~Bf16GemmContext();
+  Bf16GemmContext(const Bf16GemmContext&) = delete;
+  Bf16GemmContext& operator=(const Bf16GemmContext&) = delete;
 
-// The path this process uses: ONEDNN where the build has oneDNN, the CPU has AVX512-BF16 (or AMX) and a start-up
-// check finds oneDNN's sums equal to the emulation's; else EMULATED. Decided once, on first use.
-GemmPath bf16_gemm_path();
-// One line for the backend's describe(): the path, oneDNN's version and ISA, and why a path was not taken.
-std::string bf16_gemm_describe();
-// Whether the ONEDNN path can run here at all (the tests skip their comparison where it cannot).
-bool bf16_gemm_onednn_available();
+  // The product through the context's path, or through a given one (the tests compare them), its tiles shared out
+  // over the OpenMP threads. Not from inside a parallel region, and one call at a time.
+  void run(const Bf16Gemm& g, TileEpilogue epilogue);
+  void run(const Bf16Gemm& g, TileEpilogue epilogue, GemmPath path);
+
+  GemmPath path() const;
+  // One line for the backend's describe(): the path, oneDNN's version and ISA, and why a path was not taken.
+  const std::string& describe() const;
+  // Whether the ONEDNN path can run here at all (the tests skip their comparison where it cannot).
+  bool onednn_available() const;
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+// The version of the oneDNN library loaded ("2.6.3"); empty in a build without oneDNN.
+std::string onednn_version();
 
 }  // namespace bertperf::cpu

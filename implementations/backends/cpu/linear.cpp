@@ -171,8 +171,7 @@ void linear_backward(const ops::LinearBackward& p) {
 // GELU backward fused, bf16(acc * gelu'(pre)) (cuBLASLt's DGELU); with tanh, bf16(bf16(acc) * (1 - y^2)); dweight
 // += acc in fp32; bias gradients are fp32 column sums of the bf16 rows.
 
-template <>
-void linear_forward<bf16>(const ops::LinearForward& p) {
+void linear_forward(const ops::LinearForward& p, Bf16GemmContext& gemms) {
   const int N = p.N, I = p.I, O = p.O, G = p.groups;
   const size_t ldo = p.ldo ? p.ldo : static_cast<size_t>(G) * O;
   BERT_CHECK(G >= 1 && ldo >= static_cast<size_t>(G) * O, "linear: ", G, " groups of ", O, " columns in rows of ", ldo);
@@ -185,7 +184,7 @@ void linear_forward<bf16>(const ops::LinearForward& p) {
     bf16* out = static_cast<bf16*>(p.out) + static_cast<size_t>(g) * O;
     bf16* pre = p.pre ? static_cast<bf16*>(p.pre) + static_cast<size_t>(g) * O : nullptr;
     const Bf16Gemm gemm{N, O, I, inp, I, false, weight, out_in ? I : O, out_in};
-    gemm_bf16(gemm, [&](int m0, int rows, int n0, int cols, const float* acc, int ld) {
+    gemms.run(gemm, [&](int m0, int rows, int n0, int cols, const float* acc, int ld) {
       float b[kMaxColumnBlock];
       for (int c0 = 0; c0 < cols; c0 += kMaxColumnBlock) {
         const int w = std::min(kMaxColumnBlock, cols - c0);
@@ -223,8 +222,7 @@ void linear_forward<bf16>(const ops::LinearForward& p) {
   }
 }
 
-template <>
-void linear_backward<bf16>(const ops::LinearBackward& p) {
+void linear_backward(const ops::LinearBackward& p, Bf16GemmContext& gemms) {
   const int N = p.N, I = p.I, O = p.O, G = p.groups;
   const int ldo = p.ldo ? p.ldo : G * O;
   BERT_CHECK(G >= 1 && ldo >= G * O, "linear backward: ", G, " groups of ", O, " columns in rows of ", ldo);
@@ -242,7 +240,7 @@ void linear_backward<bf16>(const ops::LinearBackward& p) {
     for (int g = 0; g < G; ++g) {
       const bool add = g > 0 || p.accumulate_dinp;
       const Bf16Gemm gemm{N, I, O, dout + g * O, ldo, false, weight(g), out_in ? I : O, !out_in};
-      gemm_bf16(gemm, [&](int m0, int rows, int n0, int cols, const float* acc, int ld) {
+      gemms.run(gemm, [&](int m0, int rows, int n0, int cols, const float* acc, int ld) {
         for (int r = 0; r < rows; ++r) {
           const float* a = acc + static_cast<size_t>(r) * ld;
           const size_t at = static_cast<size_t>(m0 + r) * I + n0;
@@ -275,7 +273,7 @@ void linear_backward<bf16>(const ops::LinearBackward& p) {
       // OUT_IN: (O, I) += dout^T . inp; IN_OUT: (I, O) += inp^T . dout.
       const Bf16Gemm gemm = out_in ? Bf16Gemm{O, I, N, dout_g, ldo, true, inp, I, false}
                                    : Bf16Gemm{I, O, N, inp, I, true, dout_g, ldo, false};
-      gemm_bf16(gemm, [&](int m0, int rows, int n0, int cols, const float* acc, int ld) {
+      gemms.run(gemm, [&](int m0, int rows, int n0, int cols, const float* acc, int ld) {
         for (int r = 0; r < rows; ++r) {
           const float* a = acc + static_cast<size_t>(r) * ld;
           float* d = dweight + static_cast<size_t>(m0 + r) * cols_total + n0;
