@@ -198,9 +198,10 @@ TEST(DistTraining, TwoRanksEqualOneForEveryReduction) {
 // cpu-bf16 (bf16 activations and weight copy, fp32 master weights and gradients, which the MPI reducer sums as on
 // cpu): 2 ranks of 2 micro-batches against one rank of 4, plain all-reduce and sharded LAMB (whose ranks each
 // update half the master weights and bf16 copy, then gather them). Their gradient sums differ only in the order fp32
-// adds them, but a master weight that moves by one fp32 ulp can round its bf16 copy the other way, so the runs
-// drift apart at bf16's precision: losses within 2^-9 (bf16's unit roundoff) relative, parameters within 1e-3 (the
-// 20 steps move them by over 1e-2; the fp32 bound 1e-5 would not hold).
+// adds them, but a master weight that moves by one fp32 ulp can round its bf16 copy the other way (a change of 2^-8
+// of that weight in the forward), so the bounds are looser than fp32's: losses within 1e-4 relative and parameters
+// within 1e-4 (the 20 steps move them by over 1e-2; a lost or doubled micro-batch moves them by far more). Measured
+// on an AVX512-BF16 machine: losses within 2e-16, parameters within 1.2e-7 (no copy rounded the other way).
 TEST(DistTraining, TwoRanksEqualOneOnCpuBf16) {
 #ifndef BERTPERF_HAVE_MPI
   GTEST_SKIP() << "built without MPI";
@@ -220,7 +221,7 @@ TEST(DistTraining, TwoRanksEqualOneOnCpuBf16) {
     const std::string name = cat("bf16-", c.name);
     const Trained many = train(launch, setup.config(name, 2, 2, false, c.reduction, bf16), dir.path, name);
     EXPECT_NE(many.err.find(c.described), std::string::npos) << name << ": " << many.err;
-    expect_same_training(one, many, name.c_str(), 1.0 / 512, 1e-3);
+    expect_same_training(one, many, name.c_str(), 1e-4, 1e-4);
   }
 #endif
 }
