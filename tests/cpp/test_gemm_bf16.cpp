@@ -75,8 +75,9 @@ std::vector<float> run(const Bf16Gemm& g, GemmPath path) {
   return c;
 }
 
-// The order gemm_bf16.h defines, element by element: chunks of 512 along K, pairs k + 1 then k within a chunk (one
-// FMA each, subnormals flushed, as VDPBF16PS), chunk sums added in order.
+// The order gemm_bf16.h defines, element by element: chunks of 512 along K, the last padded with zeros to a multiple
+// of 64, pairs k + 1 then k within a chunk (one FMA each, subnormals flushed, as VDPBF16PS), chunk sums added in
+// order.
 float flush(float x) { return std::fpclassify(x) == FP_SUBNORMAL ? std::copysign(0.0f, x) : x; }
 
 std::vector<float> oracle(const Bf16Gemm& g) {
@@ -89,9 +90,10 @@ std::vector<float> oracle(const Bf16Gemm& g) {
       for (int k0 = 0; k0 < g.K; k0 += kGemmKChunk) {
         const int k1 = std::min(g.K, k0 + kGemmKChunk);
         float acc = 0;
-        for (int k = k0; k < k1; k += 2) {
+        const int padded = k0 + std::min(kGemmKChunk, (k1 - k0 + kGemmKPad - 1) / kGemmKPad * kGemmKPad);
+        for (int k = k0; k < padded; k += 2) {
           const float odd = k + 1 < k1 ? a(m, k + 1) * b(k + 1, n) : 0.0f;  // exact: 8-bit mantissas
-          acc = flush(std::fma(a(m, k), b(k, n), flush(acc + odd)));
+          acc = flush(std::fma(k < k1 ? a(m, k) : 0.0f, k < k1 ? b(k, n) : 0.0f, flush(acc + odd)));
         }
         total = k0 == 0 ? acc : total + acc;
       }
@@ -108,8 +110,8 @@ size_t differing(const std::vector<float>& x, const std::vector<float>& y) {
 
 // Small enough for the scalar oracle, and covering every case of the tiling and chunking.
 const std::vector<Shape> kOracleShapes = {
-    {37, 70, 1100, false, false},  // three chunks, the last odd; one padded row tile
-    {64, 96, 515, true, false},    // transposed A (a dweight), an odd tail of 3
+    {37, 70, 1100, false, false},  // three chunks, the last of 76 padded to 128; one padded row tile
+    {64, 96, 515, true, false},    // transposed A (a dweight), an odd tail of 3 padded to 64
     {20, 130, 77, false, true},    // transposed B (OUT_IN forward), odd K below one chunk
     {600, 40, 512, false, false},  // two row tiles (512 + a padded 88), K exactly one chunk
     {5, 3000, 64, false, false},   // two column tiles
@@ -162,6 +164,21 @@ TEST(GemmBf16, OnednnEqualsTheEmulationBitForBit) {
       const std::vector<float> fast = run(o.g, GemmPath::ONEDNN), emulated = run(o.g, GemmPath::EMULATED);
       EXPECT_EQ(differing(fast, emulated), 0u);
     }
+}
+
+TEST(GemmBf16, ManyTokenCountsNeedFewPrimitives) {
+  // A weight gradient's K is the batch's token count: 64 counts make a few tile shapes (the last chunk padded to a
+  // multiple of 64), not one each, so a CPU run makes its primitives (JIT compilations) in its first steps only.
+  if (!context().onednn_available())
+    GTEST_SKIP() << "no oneDNN AVX512-BF16 path here: " << context().describe();
+  const Operands o = random_operands({128, 512, 1063, true, false}, 7);
+  const size_t before = context().primitives();
+  for (int K = 1000; K < 1064; ++K) {
+    Bf16Gemm g = o.g;
+    g.K = K;
+    context().run(g, [](int, int, int, int, const float*, int) {}, GemmPath::ONEDNN);
+  }
+  EXPECT_LE(context().primitives() - before, 6u);
 }
 
 TEST(GemmBf16, ResultsDoNotDependOnTheThreadCount) {

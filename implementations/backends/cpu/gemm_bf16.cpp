@@ -55,6 +55,10 @@ struct Tiling {
   int Mt, Nt, m_tiles, n_tiles, k_chunks;
 };
 
+// Chunk c's real length along K, and the length it is summed over (the last chunk padded with zeros, gemm_bf16.h).
+int chunk_length(const Bf16Gemm& g, int c) { return std::max(0, std::min(kGemmKChunk, g.K - c * kGemmKChunk)); }
+int padded_length(const Bf16Gemm& g, int c) { return std::min(kGemmKChunk, round_up(chunk_length(g, c), kGemmKPad)); }
+
 Tiling tiling(const Bf16Gemm& g) {
   // Row tiles of equal size (so a last tile is not mostly padding), a multiple of 64 (of 16 below 64 rows): a CPU
   // batch's token count changes from step to step, and each tile height is a primitive (a JIT compilation) per GEMM,
@@ -68,7 +72,7 @@ Tiling tiling(const Bf16Gemm& g) {
 // One thread slot's working memory, grown (for every slot at once) before the threads start.
 struct ThreadBuffers {
   AlignedBuffer<float> tile, part, af, bf;
-  AlignedBuffer<bf16> a_pad, b_own;
+  AlignedBuffer<bf16> a_pad, b_stage, b_own;
   AlignedBuffer<unsigned char> scratchpad;
 };
 
@@ -77,18 +81,32 @@ void reserve(AlignedBuffer<T>& b, size_t n) {
   if (b.size() < n) b.resize(n);
 }
 
-// The rows [m0, m0 + rows) of A's chunk [k0, k0 + kc), zero-padded to Mt rows in `pad`: (Mt, kc) with ld kc, or for a
-// transposed A (kc, Mt) with ld Mt, the layouts the padded primitives are made for.
-const bf16* padded_a(const Bf16Gemm& g, int m0, int rows, int Mt, int k0, int kc, bf16* pad) {
-  std::memset(static_cast<void*>(pad), 0, static_cast<size_t>(Mt) * kc * sizeof(bf16));
+// The rows [m0, m0 + rows) of A's chunk [k0, k0 + kc), zero-padded to Mt rows and kp >= kc columns in `pad`:
+// (Mt, kp) with ld kp, or for a transposed A (kp, Mt) with ld Mt, the layouts the padded primitives are made for.
+const bf16* padded_a(const Bf16Gemm& g, int m0, int rows, int Mt, int k0, int kc, int kp, bf16* pad) {
+  std::memset(static_cast<void*>(pad), 0, static_cast<size_t>(Mt) * kp * sizeof(bf16));
   if (!g.trans_a) {
     for (int m = 0; m < rows; ++m)
-      std::memcpy(pad + static_cast<size_t>(m) * kc, g.A + static_cast<size_t>(m0 + m) * g.lda + k0, kc * sizeof(bf16));
+      std::memcpy(pad + static_cast<size_t>(m) * kp, g.A + static_cast<size_t>(m0 + m) * g.lda + k0, kc * sizeof(bf16));
   } else {
     for (int k = 0; k < kc; ++k)
       std::memcpy(pad + static_cast<size_t>(k) * Mt, g.A + static_cast<size_t>(k0 + k) * g.lda + m0, rows * sizeof(bf16));
   }
   return pad;
+}
+
+// Columns [n0, n0 + nt) of B's chunk [k0, k0 + kc), zero-padded to kp rows in `stage`: (kp, nt) with ld nt, or for a
+// transposed B (nt, kp) with ld kp, the source the padded chunk's primitive packs from.
+const bf16* padded_b(const Bf16Gemm& g, int n0, int nt, int k0, int kc, int kp, bf16* stage) {
+  std::memset(static_cast<void*>(stage), 0, static_cast<size_t>(kp) * nt * sizeof(bf16));
+  if (!g.trans_b) {
+    for (int k = 0; k < kc; ++k)
+      std::memcpy(stage + static_cast<size_t>(k) * nt, g.B + static_cast<size_t>(k0 + k) * g.ldb + n0, nt * sizeof(bf16));
+  } else {
+    for (int n = 0; n < nt; ++n)
+      std::memcpy(stage + static_cast<size_t>(n) * kp, g.B + static_cast<size_t>(n0 + n) * g.ldb + k0, kc * sizeof(bf16));
+  }
+  return stage;
 }
 
 // ---- the emulation ------------------------------------------------------------------------------------------
@@ -116,7 +134,8 @@ class FlushSubnormals {
 
 constexpr int kEmuCols = 64;
 
-// out (rows, nt) ld ldo = the chunk's sums: af (rows, kc) fp32 rows, bf (kc, nt) fp32 rows, pairs k + 1 then k.
+// out (rows, nt) ld ldo = the chunk's sums: af (rows, kc) fp32 rows, bf (kc, nt) fp32 rows, pairs k + 1 then k (kc
+// even but for the tests' odd chunks of an unpadded order).
 void emulated_chunk(float* out, int ldo, const float* af, const float* bf, int rows, int nt, int kc) {
   FlushSubnormals flush;
   for (int n0 = 0; n0 < nt; n0 += kEmuCols) {
@@ -143,25 +162,30 @@ void emulated_chunk(float* out, int ldo, const float* af, const float* bf, int r
   }
 }
 
-// The tile's sums in the emulation; af, bf and part hold at least Mt x min(K, chunk), chunk x Nt and Mt x Nt floats.
+// The tile's sums in the emulation, each chunk over its padded length (zeros past its real one); af, bf and part
+// hold at least Mt x min(K, chunk), chunk x Nt and Mt x Nt floats.
 void emulated_tile(const Bf16Gemm& g, int m0, int rows, int n0, int nt, float* tile, int ld, ThreadBuffers& tb) {
   float* af = tb.af.data();
   float* bf = tb.bf.data();
   for (int k0 = 0, c = 0; k0 < g.K || c == 0; k0 += kGemmKChunk, ++c) {
-    const int kc = std::max(0, std::min(kGemmKChunk, g.K - k0));
+    const int kc = chunk_length(g, c), kp = padded_length(g, c);
     for (int m = 0; m < rows; ++m)
-      for (int k = 0; k < kc; ++k)
-        af[static_cast<size_t>(m) * kc + k] =
-            to_float(g.trans_a ? g.A[static_cast<size_t>(k0 + k) * g.lda + m0 + m] : g.A[static_cast<size_t>(m0 + m) * g.lda + k0 + k]);
-    for (int k = 0; k < kc; ++k)
+      for (int k = 0; k < kp; ++k)
+        af[static_cast<size_t>(m) * kp + k] =
+            k >= kc ? 0.0f
+                    : to_float(g.trans_a ? g.A[static_cast<size_t>(k0 + k) * g.lda + m0 + m]
+                                         : g.A[static_cast<size_t>(m0 + m) * g.lda + k0 + k]);
+    for (int k = 0; k < kp; ++k)
       for (int n = 0; n < nt; ++n)
         bf[static_cast<size_t>(k) * nt + n] =
-            to_float(g.trans_b ? g.B[static_cast<size_t>(n0 + n) * g.ldb + k0 + k] : g.B[static_cast<size_t>(k0 + k) * g.ldb + n0 + n]);
+            k >= kc ? 0.0f
+                    : to_float(g.trans_b ? g.B[static_cast<size_t>(n0 + n) * g.ldb + k0 + k]
+                                         : g.B[static_cast<size_t>(k0 + k) * g.ldb + n0 + n]);
     if (c == 0) {
-      emulated_chunk(tile, ld, af, bf, rows, nt, kc);
+      emulated_chunk(tile, ld, af, bf, rows, nt, kp);
     } else {
       float* part = tb.part.data();
-      emulated_chunk(part, nt, af, bf, rows, nt, kc);
+      emulated_chunk(part, nt, af, bf, rows, nt, kp);
       for (int m = 0; m < rows; ++m) {
         float* t = tile + static_cast<size_t>(m) * ld;
         const float* p = part + static_cast<size_t>(m) * nt;
@@ -303,17 +327,24 @@ struct Bf16GemmContext::State {
     return found->second;
   }
 
+  // A padded chunk packs B from a staging copy (padded_b), whose leading dimension the key names.
+  static bool padded(const Bf16Gemm& g, int c) { return padded_length(g, c) != chunk_length(g, c); }
   static PrimitiveKey key(const Bf16Gemm& g, const Tiling& t, int ni, int c) {
-    const int nt = std::min(t.Nt, g.N - ni * t.Nt), kc = std::min(kGemmKChunk, g.K - c * kGemmKChunk);
-    return {t.Mt, nt, kc, g.ldb, nt, g.trans_a, g.trans_b, c > 0};
+    const int nt = std::min(t.Nt, g.N - ni * t.Nt), kp = padded_length(g, c);
+    const int ldb = !padded(g, c) ? g.ldb : g.trans_b ? kp : nt;
+    return {t.Mt, nt, kp, ldb, nt, g.trans_a, g.trans_b, c > 0};
   }
 
   static const bf16* b_chunk(const Bf16Gemm& g, int n0, int k0) {
     return g.trans_b ? g.B + static_cast<size_t>(n0) * g.ldb + k0 : g.B + static_cast<size_t>(k0) * g.ldb + n0;
   }
 
-  // B's chunk packed into the primitive's layout, on slot s.
-  void pack_b(const Primitive& p, int s, const bf16* source, bf16* packed) {
+  // B's chunk c of column tile ni packed into the primitive's layout, on slot s.
+  void pack_b(const Primitive& p, int s, const Bf16Gemm& g, const Tiling& t, int ni, int c, bf16* packed) {
+    const int n0 = ni * t.Nt, k0 = c * kGemmKChunk;
+    const bf16* source = !padded(g, c) ? b_chunk(g, n0, k0)
+                                       : padded_b(g, n0, std::min(t.Nt, g.N - n0), k0, chunk_length(g, c),
+                                                  padded_length(g, c), buffers[s].b_stage.data());
     const SlotMemory& m = p.slots[s];
     m.b_source.set_data_handle(const_cast<bf16*>(source));
     m.b.set_data_handle(packed);
@@ -346,21 +377,21 @@ struct Bf16GemmContext::State {
     ThreadBuffers& tb = buffers[s];
     const int n0 = ni * t.Nt;
     for (int k0 = 0, c = 0; k0 < g.K || c == 0; k0 += kGemmKChunk, ++c) {
-      const int kc = std::min(kGemmKChunk, g.K - k0);
+      const int kc = chunk_length(g, c), kp = padded_length(g, c);
       if (kc <= 0) {  // K = 0: the product is 0
         const int nt = std::min(t.Nt, g.N - n0);
         for (int m = 0; m < rows; ++m) std::fill_n(tile + static_cast<size_t>(m) * nt, nt, 0.0f);
         return;
       }
-      // A as the dense (Mt, kc) or (kc, Mt) block the primitive reads: in place where the operand already is one.
-      const bool dense = rows == t.Mt && (g.trans_a ? g.lda == t.Mt : g.lda == kc);
-      const bf16* a = !dense      ? padded_a(g, m0, rows, t.Mt, k0, kc, tb.a_pad.data())
+      // A as the dense (Mt, kp) or (kp, Mt) block the primitive reads: in place where the operand already is one.
+      const bool dense = rows == t.Mt && kc == kp && (g.trans_a ? g.lda == t.Mt : g.lda == kc);
+      const bf16* a = !dense      ? padded_a(g, m0, rows, t.Mt, k0, kc, kp, tb.a_pad.data())
                       : g.trans_a ? g.A + static_cast<size_t>(k0) * g.lda + m0
                                   : g.A + static_cast<size_t>(m0) * g.lda + k0;
       const size_t i = static_cast<size_t>(ni) * t.k_chunks + c;
       const Primitive& p = shared_b ? *packed.primitive[i] : made(key(g, t, ni, c));
       const bf16* b = shared_b ? packed.buffer.data() + packed.offset[i] : tb.b_own.data();
-      if (!shared_b) pack_b(p, s, b_chunk(g, n0, k0), tb.b_own.data());
+      if (!shared_b) pack_b(p, s, g, t, ni, c, tb.b_own.data());
       chunk(p, s, a, b, tile);
     }
   }
@@ -378,11 +409,9 @@ struct Bf16GemmContext::State {
     }
     reserve(packed.buffer, total);
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
-    for (int i = 0; i < packs; ++i) {
-      const int ni = i / t.k_chunks, c = i % t.k_chunks;
-      pack_b(*packed.primitive[i], omp_get_thread_num(), b_chunk(g, ni * t.Nt, c * kGemmKChunk),
+    for (int i = 0; i < packs; ++i)
+      pack_b(*packed.primitive[i], omp_get_thread_num(), g, t, i / t.k_chunks, i % t.k_chunks,
              packed.buffer.data() + packed.offset[i]);
-    }
   }
 #endif
 
@@ -390,8 +419,9 @@ struct Bf16GemmContext::State {
 
   // Everything a call of this shape needs, for every slot: the primitives, then the buffers.
   void prepare(const Bf16Gemm& g, const Tiling& t, GemmPath path) {
-    const size_t kc = std::max(1, std::min(g.K, kGemmKChunk));
-    size_t tile = static_cast<size_t>(t.Mt) * t.Nt, af = 0, bf = 0, part = 0, a_pad = 0, b_own = 0, scratchpad = 1;
+    const size_t kc = std::max(1, padded_length(g, 0));  // the longest chunk
+    size_t tile = static_cast<size_t>(t.Mt) * t.Nt, af = 0, bf = 0, part = 0, a_pad = 0, b_stage = 0, b_own = 0,
+           scratchpad = 1;
     if (path == GemmPath::EMULATED) {
       af = t.Mt * kc;
       bf = kc * t.Nt;
@@ -400,6 +430,7 @@ struct Bf16GemmContext::State {
 #ifdef BERTPERF_HAVE_DNNL
     if (path == GemmPath::ONEDNN && g.K > 0) {
       a_pad = t.Mt * kc;
+      if (padded(g, t.k_chunks - 1)) b_stage = kc * t.Nt;
       for (int ni : {0, t.n_tiles - 1})
         for (int c = 0; c < t.k_chunks; ++c) {
           const Primitive& p = primitive(key(g, t, ni, c));
@@ -414,6 +445,7 @@ struct Bf16GemmContext::State {
       reserve(tb.bf, bf);
       reserve(tb.part, part);
       reserve(tb.a_pad, a_pad);
+      reserve(tb.b_stage, b_stage);
       reserve(tb.b_own, b_own);
       reserve(tb.scratchpad, scratchpad);
     }
@@ -556,6 +588,13 @@ Bf16GemmContext::~Bf16GemmContext() = default;
 GemmPath Bf16GemmContext::path() const { return state_->path; }
 const std::string& Bf16GemmContext::describe() const { return state_->describe; }
 bool Bf16GemmContext::onednn_available() const { return state_->onednn_available; }
+size_t Bf16GemmContext::primitives() const {
+#ifdef BERTPERF_HAVE_DNNL
+  return state_->primitives.size();
+#else
+  return 0;
+#endif
+}
 
 void Bf16GemmContext::run(const Bf16Gemm& g, TileEpilogue epilogue, GemmPath path) {
   BERT_CHECK(path == GemmPath::EMULATED || state_->onednn_available, "the oneDNN bf16 GEMM is not available here");

@@ -2,11 +2,14 @@
 //
 //   acc (M, N) = op(A) (M, K) . op(B) (K, N)        A, B bf16, row-major with leading dimensions; acc fp32
 //
-// The order (ops.h's rounding table calls it "the bf16 GEMM order"): K is taken in chunks of 512 (kGemmKChunk);
-// within a chunk every element of acc starts at 0 and takes the chunk's products in pairs, k + 1 then k, each added
-// with one fp32 rounding (an FMA; products of two bf16 are exact in fp32), subnormal inputs and results flushed to
-// zero; the chunks' sums are added in chunk order (one fp32 rounding each, subnormals kept). That is the AVX512-BF16
-// instruction VDPBF16PS applied along K, and what oneDNN's brgemm kernels do for K <= 512.
+// The order (ops.h's rounding table calls it "the bf16 GEMM order"): K is taken in chunks of 512 (kGemmKChunk), the
+// last one padded with zeros to a multiple of 64 (kGemmKPad); within a chunk every element of acc starts at 0 and
+// takes the chunk's products in pairs, k + 1 then k, each added with one fp32 rounding (an FMA; products of two bf16
+// are exact in fp32), subnormal inputs and results flushed to zero; the chunks' sums are added in chunk order (one
+// fp32 rounding each, subnormals kept). That is the AVX512-BF16 instruction VDPBF16PS applied along K, and what
+// oneDNN's brgemm kernels do for K <= 512. The padding's 0 x 0 pairs change no sum but a chunk's -0, which they make
+// +0; they bound the chunk lengths oneDNN sees (a weight gradient's K is the batch's token count, which changes from
+// step to step on the CPU), so a few primitives serve every batch.
 //
 // Two paths compute it, and give the same bits (tests/cpp/test_gemm_bf16.cpp compares them):
 //  - ONEDNN: oneDNN's matmul (brgemm, AVX512-BF16), one call per tile and K chunk, run single-threaded on the
@@ -36,6 +39,7 @@
 namespace bertperf::cpu {
 
 inline constexpr int kGemmKChunk = 512;
+inline constexpr int kGemmKPad = 64;
 
 struct Bf16Gemm {
   int M = 0, N = 0, K = 0;
@@ -88,6 +92,8 @@ class Bf16GemmContext {
   const std::string& describe() const;
   // Whether the ONEDNN path can run here at all (the tests skip their comparison where it cannot).
   bool onednn_available() const;
+  // How many oneDNN primitives (tile shapes) it has made so far.
+  size_t primitives() const;
 
  private:
   struct State;
