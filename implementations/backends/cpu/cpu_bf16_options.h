@@ -8,7 +8,7 @@
 //     "isa": "avx512_bf16" | "amx" (optional, default "avx512_bf16": oneDNN capped at AVX512-BF16, whose
 //            instruction sums in the order gemm_bf16.h defines; "amx": AMX allowed, faster on Intel Sapphire Rapids
 //            and later, but its tile instruction sums pairs in another order, so the bits differ from the
-//            emulation there and "auto" emulates unless "gemm" is "onednn") }
+//            emulation there; oneDNN is used all the same unless "gemm" is "emulated", and the backend says so) }
 // oneDNN fixes its ISA for the whole process when its first primitive is made, so every cpu-bf16 backend of one
 // process must ask for the same "isa" (a second one that asks otherwise is an input error).
 #pragma once
