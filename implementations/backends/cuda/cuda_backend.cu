@@ -7,6 +7,7 @@
 #include <string>
 
 #include "backends/cuda/attention.h"
+#include "backends/cuda/attention_choice.h"
 #include "backends/cuda/cross_entropy.h"
 #include "backends/cuda/cuda_context.h"
 #include "backends/cuda/elementwise.h"
@@ -31,9 +32,13 @@ int local_rank_from_environment() {
   return 0;
 }
 
+// "13.0" from 13000 (the driver's and the runtime's CUDA: major * 1000 + minor * 10).
+std::string cuda_version(int v) { return cat(v / 1000, ".", v % 1000 / 10); }
+
 class CudaBackend final : public Backend {
  public:
-  explicit CudaBackend(int device) {
+  explicit CudaBackend(const CudaBackendOptions& options) : options_(options) {
+    int device = options.device;
     const int count = cuda_device_count();
     if (count == 0) throw_input("backend", "cuda: there is no CUDA device here");
     if (device < 0) device = local_rank_from_environment() % count;
@@ -52,30 +57,38 @@ class CudaBackend final : public Backend {
     CUBLAS_CHECK(cublasLtCreate(&ctx_.lt));
     CUDNN_CHECK(cudnnCreate(&ctx_.cudnn));
     CUDNN_CHECK(cudnnSetStream(ctx_.cudnn, ctx_.stream));
-    // cuBLASLt's advice: 32 MiB of workspace on Hopper, 4 MiB before it.
-    ctx_.workspace_bytes = ctx_.sm >= 90 ? (size_t{32} << 20) : (size_t{4} << 20);
-    CUDA_CHECK(cudaMalloc(&ctx_.workspace, ctx_.workspace_bytes));
+    gemm_ = std::make_unique<cuda::GemmRunner>(ctx_);
+    scratch_ = std::make_unique<cuda::OpScratch>(ctx_);
+    attention_ = std::make_unique<cuda::AttentionRunner>(ctx_, options_.attention_workspace_cap);
     const char* gelu = std::getenv("BERTPERF_CUDA_GELU");
     own_gelu_ = gelu && std::strcmp(gelu, "kernel") == 0;
   }
 
   ~CudaBackend() override {
-    // No throwing here: a failed teardown is not worth a terminate.
+    // No throwing here: a failed teardown is not worth a terminate. What the handles made goes before them.
     cudaStreamSynchronize(ctx_.stream);
+    attention_ = nullptr;
     gemm_ = nullptr;
     scratch_ = nullptr;
-    if (ctx_.workspace) cudaFree(ctx_.workspace);
     if (ctx_.cudnn) cudnnDestroy(ctx_.cudnn);
     if (ctx_.lt) cublasLtDestroy(ctx_.lt);
     if (ctx_.stream) cudaStreamDestroy(ctx_.stream);
   }
 
   std::string name() const override { return "cuda"; }
+  // The libraries as loaded at run time (the driver's CUDA version, the runtime, cuBLASLt, cuDNN), and the versions
+  // built against where they can differ.
   std::string describe() const override {
+    int driver = 0, runtime = 0;
+    cudaDriverGetVersion(&driver);
+    cudaRuntimeGetVersion(&runtime);
     return cat("cuda: device ", ctx_.device, " ", device_name_, " (sm ", ctx_.sm, ", ", memory_gib_,
-               " GiB); bf16 activations and weights, fp32 master weights; CUDA runtime ", CUDART_VERSION,
-               ", cuBLASLt ", cublasLtGetVersion(), ", cuDNN ", cudnnGetVersion(),
-               own_gelu_ ? "; GELU in own kernels" : "; GELU in cuBLASLt epilogues");
+               " GiB); bf16 activations and weights, fp32 master weights; driver CUDA ", cuda_version(driver),
+               ", runtime ", cuda_version(runtime), ", cuBLASLt ", cuda::library_version(cublasLtGetVersion()),
+               ", cuDNN ", cuda::library_version(cudnnGetVersion()), " (built with ",
+               cuda::library_version(CUDNN_VERSION), ", cudnn-frontend ", cuda::cudnn_frontend_version(), ")",
+               own_gelu_ ? "; GELU in own kernels" : "; GELU in cuBLASLt epilogues",
+               "; cuDNN attention workspace cap ", options_.attention_workspace_cap, " bytes");
   }
   DType act_dtype() const override { return DType::BF16; }
   DType weight_dtype() const override { return DType::BF16; }
@@ -172,8 +185,8 @@ class CudaBackend final : public Backend {
   void residual_layernorm_backward(const ops::ResidualLayerNormBackward& p) override {
     cuda::residual_layernorm_backward(ctx_, *scratch_, p);
   }
-  void attention_forward(const ops::AttentionForward& p) override { cuda::attention_forward(ctx_, p); }
-  void attention_backward(const ops::AttentionBackward& p) override { cuda::attention_backward(ctx_, p); }
+  void attention_forward(const ops::AttentionForward& p) override { attention_->forward(ctx_, p); }
+  void attention_backward(const ops::AttentionBackward& p) override { attention_->backward(ctx_, p); }
   void gather_forward(const ops::GatherForward& p) override { cuda::gather_forward(ctx_, p); }
   void gather_backward(const ops::GatherBackward& p) override { cuda::gather_backward(ctx_, *scratch_, p); }
   void cross_entropy_forward(const ops::CrossEntropyForward& p) override {
@@ -196,17 +209,27 @@ class CudaBackend final : public Backend {
     return attr.type == cudaMemoryTypeHost;
   }
 
+  CudaBackendOptions options_;
   cuda::CudaContext ctx_;
   std::string device_name_;
   double memory_gib_ = 0;
   bool own_gelu_ = false;
-  std::unique_ptr<cuda::GemmRunner> gemm_ = std::make_unique<cuda::GemmRunner>();
-  std::unique_ptr<cuda::OpScratch> scratch_ = std::make_unique<cuda::OpScratch>();
+  std::unique_ptr<cuda::GemmRunner> gemm_;
+  std::unique_ptr<cuda::OpScratch> scratch_;
+  std::unique_ptr<cuda::AttentionRunner> attention_;
 };
 
 }  // namespace
 
-std::unique_ptr<Backend> make_cuda_backend(int device) { return std::make_unique<CudaBackend>(device); }
+std::unique_ptr<Backend> make_cuda_backend(const CudaBackendOptions& options) {
+  return std::make_unique<CudaBackend>(options);
+}
+
+std::unique_ptr<Backend> make_cuda_backend(int device) {
+  CudaBackendOptions options;
+  options.device = device;
+  return make_cuda_backend(options);
+}
 
 int cuda_device_count() {
   int count = 0;
