@@ -68,7 +68,9 @@ struct Types<bf16> {
 template <typename T>
 inline constexpr bool is_bf16 = std::is_same_v<T, bf16>;
 
-// n elements converted (round to nearest even as to_bf16), for the backend's convert().
+// n elements converted, for the backend's convert(): from fp32 as to_bf16 (the backend's own stores, subnormals
+// flushed), from fp64 in one rounding to nearest even with bf16's subnormals kept (kmath::bf16_bits, as the CUDA
+// backend converts).
 void convert_to_bf16(bf16* dst, const float* src, size_t n);
 void convert_to_bf16(bf16* dst, const double* src, size_t n);
 void convert_from_bf16(float* dst, const bf16* src, size_t n);

@@ -18,7 +18,6 @@
 #endif
 
 #include <algorithm>
-#include <bit>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -33,6 +32,7 @@
 #include <vector>
 
 #include "backends/cpu/cpu_ops.h"
+#include "backends/kernel_math.h"
 #include "core/buffer.h"
 #include "core/errors.h"
 
@@ -627,20 +627,10 @@ void convert_to_bf16(bf16* dst, const float* src, size_t n) {
   for (size_t i = 0; i < n; ++i) dst[i] = to_bf16(src[i]);
 }
 void convert_to_bf16(bf16* dst, const double* src, size_t n) {
-  // Through fp32 would round twice; rounding the double to fp32 first is exact only when it fits, so the double
-  // rounds to odd fp32 first (the extra bit keeps the bf16 rounding right), then to bf16.
+  // One rounding from the double (through fp32 would round twice), bf16's subnormals kept: kmath::bf16_bits, the
+  // CUDA backend's conversion too.
 #pragma omp parallel for schedule(static) if (n > 32768)
-  for (size_t i = 0; i < n; ++i) {
-    const double x = src[i];
-    float f = static_cast<float>(x);
-    if (std::isfinite(x) && static_cast<double>(f) != x) {
-      // Round to odd: truncate toward zero, then set the last bit.
-      uint32_t u = std::bit_cast<uint32_t>(f);
-      if (std::fabs(static_cast<double>(f)) > std::fabs(x)) --u;
-      f = std::bit_cast<float>(u | 1u);
-    }
-    dst[i] = to_bf16(f);
-  }
+  for (size_t i = 0; i < n; ++i) dst[i] = bf16{kmath::bf16_bits(src[i])};
 }
 void convert_from_bf16(float* dst, const bf16* src, size_t n) {
 #pragma omp parallel for simd schedule(static) if (n > 32768)
