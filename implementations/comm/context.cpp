@@ -13,7 +13,6 @@
 #include <iostream>
 #include <mutex>
 #include <new>
-#include <optional>
 #include <thread>
 
 #include "core/errors.h"
@@ -26,79 +25,9 @@ namespace bertperf {
 
 namespace {
 
-// What the environment says about a launcher: whether one started us, and how many tasks (0: it does not say).
-struct Launch {
-  bool launched = false;
-  int tasks = 0;
-  bool several = false;  // more than one task
-  std::string source;    // the variable that says so
-};
-
-Launch launch_from_env() {
-  Launch l;
-  // Counts first, in the order a nested launch would set them (mpirun inside an srun step: mpirun's count wins).
-  for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_STEP_NUM_TASKS"}) {
-    const char* value = std::getenv(var);
-    if (!value) continue;
-    l.launched = true;
-    char* end = nullptr;
-    const long n = std::strtol(value, &end, 10);
-    if (end == value || *end != '\0' || n < 1 || n > INT_MAX)
-      throw_input(var, cat("'", value, "' is not a number of tasks"));
-    l.tasks = static_cast<int>(n);
-    l.several = n > 1;
-    l.source = cat(var, "=", value);
-    return l;
-  }
-  // PMIx alone gives no count here, but any rank past 0 means several tasks.
-  const char* pmix_rank = std::getenv("PMIX_RANK");
-  l.launched = pmix_rank != nullptr;
-  l.several = l.launched && std::string(pmix_rank) != "0";
-  l.source = l.launched ? cat("PMIX_RANK=", pmix_rank) : "";
-  return l;
-}
-
-// An integer from the environment, or nullopt when the variable is not set.
-std::optional<int> env_int(const char* var) {
-  const char* value = std::getenv(var);
-  if (!value) return std::nullopt;
-  char* end = nullptr;
-  const long n = std::strtol(value, &end, 10);
-  if (end == value || *end != '\0' || n < 0 || n > INT_MAX) throw_input(var, cat("'", value, "' is not a count"));
-  return static_cast<int>(n);
-}
-
-// What the launcher says this process is (context.h): each field with the variable it came from.
-struct Said {
-  const char* var = nullptr;
-  std::optional<int> value;
-};
-struct Identity {
-  Said rank, local_rank, local_size, size, size2, node, nodes;
-};
-
-Identity identity_from_env() {
-  Identity id;
-  auto said = [](const char* var) { return Said{var, env_int(var)}; };
-  auto first = [&](const char* a, const char* b) { return std::getenv(a) ? said(a) : said(b); };
-  if (std::getenv("OMPI_COMM_WORLD_SIZE")) {  // mpirun, also when it runs inside a Slurm step
-    id.rank = said("OMPI_COMM_WORLD_RANK");
-    id.local_rank = said("OMPI_COMM_WORLD_LOCAL_RANK");
-    id.local_size = said("OMPI_COMM_WORLD_LOCAL_SIZE");
-  } else if (std::getenv("SLURM_STEP_NUM_TASKS")) {  // srun, whatever its PMI
-    id.rank = said("SLURM_PROCID");
-    id.local_rank = said("SLURM_LOCALID");
-    id.size = said("SLURM_STEP_NUM_TASKS");
-    id.size2 = said("SLURM_NTASKS");
-    id.node = said("SLURM_NODEID");
-    id.nodes = first("SLURM_STEP_NUM_NODES", "SLURM_NNODES");
-  }
-  return id;
-}
-
 #ifdef BERTPERF_HAVE_MPI
 // Throws when the launcher said something about `what` and it is not MPI's `value`.
-void agree(const Said& said, int value, const char* what) {
+void agree(const LaunchIdentity::Said& said, int value, const char* what) {
   if (said.value && *said.value != value)
     throw_input(said.var, cat("the launcher says ", what, " is ", *said.value, " but MPI says ", value,
                               ": the launcher and the MPI library disagree (under srun, try --mpi=pmix)"));
@@ -155,19 +84,19 @@ std::unique_ptr<DistContext> DistContext::single() {
 }
 
 std::unique_ptr<DistContext> DistContext::create() {
-  const Launch launch = launch_from_env();
-  [[maybe_unused]] const Identity said = launch.launched ? identity_from_env() : Identity{};
+  const LaunchIdentity launch = read_launch_identity();
   std::unique_ptr<DistContext> c = single();
-  if (!launch.launched) return c;
+  c->launch_ = launch;
+  if (!launch.launched()) return c;
 #ifndef BERTPERF_HAVE_MPI
   if (launch.several)
     throw_input("", cat("this process is one of several tasks (", launch.source,
                         ") but bertperf was built without MPI; install Open MPI and rebuild, or start a single process"));
   return c;
 #else
+  const LaunchIdentity& said = launch;
   // srun without an MPI plugin hands its tasks no PMIx or PMI contact, and MPI_Init would fail in many lines.
-  if (launch.several && launch.source.rfind("SLURM_STEP_NUM_TASKS", 0) == 0 && !std::getenv("PMIX_RANK") &&
-      !std::getenv("PMI_RANK") && !std::getenv("PMI_FD"))
+  if (launch.srun_without_pmi)
     throw_input("", cat("this process is one of several tasks (", launch.source,
                         ") but srun gave it no PMIx or PMI contact, so MPI cannot join the tasks: run srun --mpi=pmix"));
   int initialized = 0, provided = MPI_THREAD_SINGLE;
@@ -211,6 +140,10 @@ std::unique_ptr<DistContext> DistContext::create() {
     MPI_CHECK(MPI_Comm_free(&local));
     c->node_ = node[0];
     c->nodes_ = node[1];
+    int locals[2] = {-c->local_size_, c->local_size_};  // -fewest, most
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, locals, 2, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
+    c->fewest_local_ = -locals[0];
+    c->most_local_ = locals[1];
     agree(said.rank, c->rank_, "this process's rank");
     agree(said.size, c->size_, "the number of ranks");
     agree(said.size2, c->size_, "the number of ranks");
@@ -356,6 +289,15 @@ void DistContext::allreduce_sum(float* data, size_t count) {
 void DistContext::broadcast(uint64_t& value) {
 #ifdef BERTPERF_HAVE_MPI
   if (mpi_ && size_ > 1) MPI_CHECK(MPI_Bcast(&value, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD));
+#endif
+}
+
+void DistContext::broadcast(void* bytes, size_t count) {
+#ifdef BERTPERF_HAVE_MPI
+  if (mpi_ && size_ > 1) {
+    BERT_CHECK(count <= static_cast<size_t>(INT_MAX), "a broadcast of ", count, " bytes");
+    MPI_CHECK(MPI_Bcast(bytes, static_cast<int>(count), MPI_BYTE, 0, MPI_COMM_WORLD));
+  }
 #endif
 }
 
