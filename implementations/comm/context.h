@@ -15,7 +15,11 @@
 // report_failure when a command fails on a job of more than one rank. With MPI_THREAD_MULTIPLE, a failing rank
 // first sends its one-line message to rank 0, whose watcher thread hands it to the hook set with on_peer_failure
 // (run-once logs the run as aborted there) and then ends the job; a rank that dies outright (SIGKILL) is the
-// launcher's to report, and it ends the others.
+// launcher's to report, and it ends the others. A whole node that vanishes (its host down, or its launcher daemon
+// gone with its ranks) leaves the others waiting in MPI, which over TCP neither fails nor returns, and Slurm notices
+// it only after its own timeouts; so every other node's first rank tells rank 0 each second that it is there, and a
+// node not heard from for 10 s is reported to the same hook as gone ("node N (HOST) is gone: ...") before rank 0
+// ends the job.
 #pragma once
 
 #include <cstddef>
@@ -85,7 +89,8 @@ class DistContext {
   // The communicator failure messages travel on, on every rank, and rank 0's thread listening on it (context.cpp).
   struct Watcher;
   std::unique_ptr<Watcher> watcher_;
-  void watch();
+  void watch();      // rank 0
+  void heartbeat();  // the other nodes' first ranks
 };
 
 // For main's catch block: reports the exception in flight as one line on stderr, "<who>: error: <what>" for bad
