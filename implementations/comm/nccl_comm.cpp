@@ -8,6 +8,10 @@
 
 #include "core/errors.h"
 
+#if NCCL_VERSION_CODE < NCCL_VERSION(2, 18, 0)
+#error "the NCCL transport needs NCCL 2.18 or newer (ncclCommSplit)"
+#endif
+
 #define BERT_CUDA_CHECK(call)                                                                                 \
   do {                                                                                                        \
     const cudaError_t bert_cuda_status_ = (call);                                                             \
