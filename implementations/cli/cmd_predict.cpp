@@ -48,6 +48,9 @@ const char* const kUsage =
     "  (2 a parameter)  --fixed-step-s S  --startup-s S  --eval-rate R (eval samples/s a device; default: fitted)\n"
     "  --round vX.Y (software round and RCP ruleset; default the newest)  --samples N (default: the RCP mean at\n"
     "  the global batch plus half an eval interval)  --scale LIST (NODESxGPUS,..., default 1xG,<system>,8x8,64x8,512x8)\n"
+    "  --without TERM,...  validate without a term of the model: round (one speed a class whatever the round),\n"
+    "                      fixed-step (no fixed cost a step), logged-costs (3.3 s start-up and evals at 3x the\n"
+    "                      training rate plus 0.5 s instead of what the logs measure)\n"
     "Files: --published F  --rcp F  --devices F (default: benchmarks/bert/mlperf/reference/ beside the config)\n"
     "  --json              one JSON object instead of tables\n";
 
@@ -70,6 +73,13 @@ ModelConstants model_constants(const Options& opt, double parameters) {
   c.overlap_fraction = opt.number("overlap", 0);
   c.algo = parse_all_reduce_algo(opt.get("algo").value_or("best"), "--algo");
   c.eval_interval = mlperf_eval_interval;
+  if (const auto terms = opt.get("without")) {
+    for (size_t at = 0; at <= terms->size();) {
+      const size_t comma = std::min(terms->find(',', at), terms->size());
+      switch_off(c, terms->substr(at, comma - at));
+      at = comma + 1;
+    }
+  }
   if (c.overlap_fraction < 0 || c.overlap_fraction > 1) throw_input("command line", "--overlap must be in [0, 1]");
   if (c.gradient_bytes <= 0) throw_input("command line", "--grad-bytes must be > 0");
   return c;
@@ -409,7 +419,7 @@ int cmd_predict(const Args& args, DistContext&) {
                     {"config", "system-file", "step-time", "device-rate", "mfu", "peak-flops", "tokens-per-sample",
                      "nodes", "gpus-per-node", "batch", "device", "network", "algo", "overlap", "grad-bytes",
                      "fixed-step-s", "startup-s", "eval-rate", "samples", "scale", "round", "published", "rcp",
-                     "devices"},
+                     "devices", "without"},
                     {"validate", "links", "json", "help"});
   if (opt.flag("help")) {
     std::cout << kUsage;

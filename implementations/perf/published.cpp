@@ -11,6 +11,10 @@ namespace bertperf::perf {
 
 namespace {
 
+// The first model's constants (--without logged-costs): start-up read off the v2.1 8x8 A100 logs, an
+// eval forward at 3x the training rate (a forward is a third of a training pass) plus 0.5 s.
+constexpr double kStartupS = 3.3, kForwardSpeedup = 3.0, kEvalFixedS = 0.5;
+
 std::optional<double> number_or_null(JsonFields& f, const std::string& key) {
   const Json& v = f.raw(key);
   if (v.is_null()) return std::nullopt;
@@ -151,6 +155,11 @@ Prediction predict(const DeviceFit& device, double round_factor, const SystemSha
   run.eval_samples = c.eval_samples;
   run.eval_device_samples_per_s = device.eval_rate;
   run.startup_s = startup_s ? *startup_s : device.startup_steps * p.step.step_s;
+  if (!c.logged_costs) {
+    run.eval_device_samples_per_s = kForwardSpeedup * p.inputs.device_samples_per_s;
+    run.eval_fixed_s = kEvalFixedS;
+    if (!startup_s) run.startup_s = kStartupS;
+  }
   p.run = predict_run(p.step, run);
   return p;
 }
@@ -161,8 +170,8 @@ struct Observation {
   double cu = 0, ca = 0, y = 0, w0 = 0;  // cu * (1 / rate) + ca * a ~ y, weight w0
 };
 
-// Huber-weighted least squares of y ~ cu * u + ca * a with a >= 0, on relative residuals.
-std::pair<double, double> robust_fit(const std::vector<Observation>& obs) {
+// Huber-weighted least squares of y ~ cu * u + ca * a with a >= 0 (a = 0 unless fit_a), on relative residuals.
+std::pair<double, double> robust_fit(const std::vector<Observation>& obs, bool fit_a) {
   constexpr double kHuber = 0.05;
   std::vector<double> w;
   for (const auto& o : obs) w.push_back(o.w0);
@@ -181,7 +190,7 @@ std::pair<double, double> robust_fit(const std::vector<Observation>& obs) {
     } else {
       a = -1;
     }
-    if (a < 0) u = suy / suu, a = 0;
+    if (a < 0 || !fit_a) u = suy / suu, a = 0;
     for (size_t i = 0; i < obs.size(); ++i) {
       const auto& o = obs[i];
       const double r = std::fabs(o.cu * u + o.ca * a - o.y) * std::sqrt(o.w0);
@@ -211,7 +220,7 @@ class Fitter {
     if (train_.empty()) throw_input("fit", "no published systems to fit the model to");
     // Start-up in steps, and eval rates, from the logs.
     std::vector<double> steps_all, ratio_all;
-    std::map<std::string, std::vector<double>> steps_of, eval_of;
+    std::map<std::string, std::vector<double>> steps_of, eval_of, ratio_of;
     for (const auto* t : train_) {
       const double T = *t->olympic_minutes * 60;
       if (t->startup_s && t->interval_samples_per_s) {
@@ -222,9 +231,10 @@ class Fitter {
         const double er = c_.eval_samples / (t->devices() * *t->eval_s);
         const double train_s = T - t->startup_s.value_or(0) - t->evals * *t->eval_s;
         eval_of[t->device->name].push_back(er);
-        if (train_s > 0) ratio_all.push_back(er / (*t->mean_samples / train_s / t->devices()));
+        if (train_s > 0) ratio_of[t->device->name].push_back(er / (*t->mean_samples / train_s / t->devices()));
       }
     }
+    for (const auto& [name, r] : ratio_of) ratio_all.push_back(median(r));  // one vote a class
     if (steps_all.empty() || ratio_all.empty())
       throw_input("fit", "the published systems measure no start-up or no eval time; nothing to fit them to");
     m.startup_steps = median(steps_all);
@@ -258,7 +268,7 @@ class Fitter {
       m.round_factor[t->round] = 1.0;
       if (m.newest_round.empty() || round_key(t->round) > round_key(m.newest_round)) m.newest_round = t->round;
     }
-    constexpr int kPasses = 4;
+    const int kPasses = c_.round_factors ? 4 : 1;
     for (int pass = 0; pass < kPasses; ++pass) {
       for (const auto& [name, idx] : members) {
         DeviceFit& d = m.devices[name];
@@ -299,6 +309,13 @@ class Fitter {
       o.y = T - steps * comm_[i];
       o.cu = steps * b * f;
       o.ca = steps * f;
+      if (!c_.logged_costs) {
+        o.y -= kStartupS + t.evals * kEvalFixedS;
+        o.cu += t.evals * c_.eval_samples / t.devices() / kForwardSpeedup * f;
+        o.w0 = 1 / (T * T);
+        obs.push_back(o);
+        continue;
+      }
       if (t.startup_s) {
         o.y -= *t.startup_s;
       } else {
@@ -312,7 +329,7 @@ class Fitter {
       obs.push_back(o);
     }
     if (a_prior > 0) obs.push_back({0, 1, a_prior, 0.01 / (a_prior * a_prior)});
-    return robust_fit(obs);
+    return robust_fit(obs, c_.fixed_step_cost);
   }
 
   const std::vector<const PublishedSystem*>& train_;
@@ -336,6 +353,13 @@ std::vector<const PublishedSystem*> fit_set(const std::vector<PublishedSystem>& 
 
 ScalingModel fit_model(const std::vector<const PublishedSystem*>& train, const ModelConstants& c) {
   return Fitter(train, c).fit();
+}
+
+void switch_off(ModelConstants& c, const std::string& term) {
+  if (term == "round") c.round_factors = false;
+  else if (term == "fixed-step") c.fixed_step_cost = false;
+  else if (term == "logged-costs") c.logged_costs = false;
+  else throw_input("--without", cat("the model's terms are 'round', 'fixed-step' and 'logged-costs', got '", term, "'"));
 }
 
 std::string node_band(int nodes) { return nodes == 1 ? "1" : nodes <= 16 ? "2-16" : "32+"; }

@@ -16,7 +16,8 @@
 // - start-up: a number of steps (measured start-up / step time from the logs), the class's median
 //   where 3 or more of its systems measure it, else the median over all;
 // - eval: the class's eval rate a device (10,000 samples over eval_stop - eval_start) where its logs
-//   measure it, else the median ratio of eval rate to training rate over all systems that do, times r;
+//   measure it, else r times the ratio of eval rate to training rate of a typical class (the median
+//   over the classes whose logs measure it of each one's median);
 // - the gradient all-reduce: fp16 (2 bytes a parameter), the fastest of ring, hierarchical and tree
 //   (comm_model.h) on the node's links, not hidden behind the backward.
 //
@@ -66,7 +67,15 @@ struct ModelConstants {
   int64_t (*eval_interval)(int64_t) = nullptr;  // the benchmark's eval interval at a global batch
   AllReduceAlgo algo = AllReduceAlgo::kBest;
   double overlap_fraction = 0;
+  // The model's terms, each switchable to show what it brings (bertperf predict --validate --without):
+  bool round_factors = true;    // false: one speed a class, whatever the round
+  bool fixed_step_cost = true;  // false: a = 0, a step computes in b / rate
+  bool logged_costs = true;     // false: the constants of the first model instead of the logs' start-up and
+                                // eval: 3.3 s of start-up, an eval at 3x the training rate plus 0.5 s
 };
+
+// "round", "fixed-step", "logged-costs": the term switched off in `c`; anything else an InputError.
+void switch_off(ModelConstants& c, const std::string& term);
 
 // What one prediction is about.
 struct SystemShape {

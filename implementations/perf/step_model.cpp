@@ -36,7 +36,7 @@ RunPrediction predict_run(const StepPrediction& step, const RunInputs& in) {
   r.steps = in.samples_to_converge / in.global_batch;
   r.evals = in.samples_to_converge / in.eval_interval_samples;
   r.train_s = r.steps * step.step_s;
-  r.eval_s = r.evals * in.eval_samples / (step.devices * in.eval_device_samples_per_s);
+  r.eval_s = r.evals * (in.eval_samples / (step.devices * in.eval_device_samples_per_s) + in.eval_fixed_s);
   r.startup_s = in.startup_s;
   r.time_to_train_s = r.startup_s + r.train_s + r.eval_s;
   return r;

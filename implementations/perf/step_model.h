@@ -6,7 +6,7 @@
 //   step     = compute + exposed_comm_s(comm, backward_fraction * compute, overlap_fraction)
 // A run to convergence at global batch G trains S samples in S / G steps, evaluates every interval
 // (eval_samples at the devices' eval rate), and pays a start-up inside the timed region:
-//   time_to_train = startup_s + S / G * step + S / interval * eval_samples / (D * eval_rate)
+//   time_to_train = startup_s + S / G * step + S / interval * (eval_samples / (D * eval_rate) + eval_fixed_s)
 // published.h fits every term (device rate, fixed step cost, start-up, eval rate) from published results.
 #pragma once
 
@@ -57,6 +57,7 @@ struct RunInputs {
   double eval_interval_samples = 0;
   double eval_samples = 10000;
   double eval_device_samples_per_s = 0;  // eval rate of one device
+  double eval_fixed_s = 0;          // per eval, beyond the eval samples
   double startup_s = 0;             // inside the timed region before the first step
 };
 
