@@ -110,7 +110,7 @@ Json row_json(const ValidationRow& w) {
               {"gpus_per_node", s.per_node},
               {"band", node_band(s.nodes)},
               {"global_batch", s.global_batch},
-              {"network", network_name(w.shape.network)},
+              {"network", s.nodes > 1 ? Json(network_name(w.shape.network)) : Json(nullptr)},
               {"network_assumed", w.network_assumed},
               {"mean_samples", *s.mean_samples},
               {"olympic_minutes", *s.olympic_minutes},
@@ -176,7 +176,8 @@ int cmd_validate(const Options& opt) {
   for (const auto& w : v.rows) {
     const auto& s = *w.system;
     std::cout << "| " << s.id << " | " << s.nodes << "x" << s.per_node << " | " << s.device->name << " | "
-              << s.global_batch << " | " << network_name(w.shape.network) << (w.network_assumed ? " (assumed)" : "")
+              << s.global_batch << " | " << (s.nodes > 1 ? network_name(w.shape.network) : "-")
+              << (w.network_assumed ? " (assumed)" : "")
               << " | " << fmt("%.3f", *s.olympic_minutes) << " | " << fmt("%.0f", w.fit.rate / w.round_factor) << ", "
               << fmt("%.1f", 1e3 * w.at_rcp.step.step_s) << " (" << fmt("%.1f", 1e3 * w.at_rcp.step.comm_s) << ") | "
               << fmt("%.3f", w.at_logged.minutes()) << " | " << pct(w.error_logged) << " | " << fmt("%.0f", w.rcp_samples)
