@@ -2,7 +2,8 @@
 # The mini benchmark end to end, from a fresh machine: set up, build, prepare the corpus and the
 # mini data set, run the result set (the benchmark's run count, or --runs N), check every log with
 # bertperf-check and with the official mlperf-logging checker, and print the report with plots,
-# compared with the committed result set of this machine type (results/mini_cpu_2c) as the baseline.
+# compared with the committed result set of this machine type (results/mini_cpu_2c) as the baseline;
+# then package the set as an MLPerf submitter tree beside it (DIR-submission/, bertperf-package).
 # Usage: scripts/mini.sh [--runs N] [--out DIR]
 #   --out  where the new result set goes (default: results/mini_cpu_2c-<UTC date-time>, a fresh
 #          directory; the committed set is never overwritten)
@@ -88,6 +89,22 @@ if ! .venv/bin/bertperf-report "$out" --ruleset 5.0.0 --target "$target" --forma
   echo "mini: the result set has no score (see the note column above)" >&2
   status=1
 fi
+
+# The set as an MLPerf submission: the code of the commit that built the runs, the results and the system
+# description, checked by bertperf-check and by the official package checker, repository checker and summarizer.
+submission="$out-submission"
+submitter=$(.venv/bin/python -c 'import json, sys; print(json.load(open(sys.argv[1]))["submitter"])' \
+  "$out/systems/cpu_2c.json")
+step "submission package: $submission/$submitter"
+set -- "$out"/results/cpu_2c/bert/result_*.txt
+if [ $# -ne 10 ]; then
+  echo "skipped: a BERT submission holds 10 runs, this set $# (--runs)"
+else
+  .venv/bin/bertperf-package --submitter "$submitter" --implementation bertperf --out "$submission" \
+    --rcp-reference benchmarks/bert/mini/reference/pytorch_cpu_2c.json "$out" || status=1
+fi
+
 echo
 echo "report: $out/REPORT.md, checks: $out/CHECK.txt, plots: $out/plots/"
+if [ -d "$submission/$submitter" ]; then echo "submission: $submission/$submitter/"; fi
 exit $status

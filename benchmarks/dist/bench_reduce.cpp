@@ -1,5 +1,5 @@
 // Gradient reduction timed under mpirun (also across the hosts of scripts/netns_hosts.sh): for each buffer size,
-// Open MPI's MPI_Allreduce of the whole fp32 buffer alone, beside our reducers (dist/reducer.h) on the same buffer,
+// Open MPI's MPI_Allreduce of the whole fp32 buffer alone, beside our reducers (comm/reducer.h) on the same buffer,
 // and, with --compute-ms, a simulated backward of --layers equal layers (busy work on this rank's thread) that reports
 // each layer ready: the step with MPI_Allreduce after the backward against the bucketed reducer overlapped with it.
 // Every time is the slowest rank's, the median (and the fastest) of --reps runs after one warm-up.
@@ -21,8 +21,8 @@
 #include <vector>
 
 #include "core/errors.h"
-#include "dist/context.h"
-#include "dist/reducer.h"
+#include "comm/context.h"
+#include "comm/reducer.h"
 
 using namespace bertperf;
 
@@ -136,7 +136,7 @@ int bench(DistContext& dist, int argc, char** argv) {
         if (name != "allreduce" && name != "bucketed" && name != "bucketed-polled" && name != "hierarchical" &&
             name != "sharded")
           throw_input("--algorithms", "unknown algorithm " + name);
-        const auto reducer = make_mpi_reducer(dist, DType::F32, o, n, cuts);
+        const auto reducer = make_mpi_reducer(nullptr, dist, DType::F32, o, n, cuts);
         t = time_it([&] {
           backward(reducer.get());
           reducer->finish(grads.data(), n);

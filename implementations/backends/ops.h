@@ -27,6 +27,36 @@ namespace bertperf::ops {
 
 inline constexpr float kLayerNormEps = 1e-12f;
 
+// Every op of the vocabulary, by name: for what a backend declares of its ops (device.h: Capabilities).
+enum class Op : uint8_t {
+  LINEAR_FORWARD, LINEAR_BACKWARD, ACTIVATION_BACKWARD, EMBEDDING_FORWARD, EMBEDDING_BACKWARD,
+  RESIDUAL_LAYERNORM_FORWARD, RESIDUAL_LAYERNORM_BACKWARD, ATTENTION_FORWARD, ATTENTION_BACKWARD, GATHER_FORWARD,
+  GATHER_BACKWARD, CROSS_ENTROPY_FORWARD, CROSS_ENTROPY_BACKWARD, GRADIENT_CLIP, GRADIENT_CLIP_FINISH,
+  GRADIENT_ACCUMULATE, LAMB_MOMENTS, LAMB_APPLY
+};
+
+constexpr const char* op_name(Op op) {
+  constexpr const char* names[] = {
+      "linear_forward", "linear_backward", "activation_backward", "embedding_forward", "embedding_backward",
+      "residual_layernorm_forward", "residual_layernorm_backward", "attention_forward", "attention_backward",
+      "gather_forward", "gather_backward", "cross_entropy_forward", "cross_entropy_backward", "gradient_clip",
+      "gradient_clip_finish", "gradient_accumulate", "lamb_moments", "lamb_apply"};
+  return names[static_cast<int>(op)];
+}
+inline constexpr int kOpCount = static_cast<int>(Op::LAMB_APPLY) + 1;
+
+// A set of ops.
+struct OpMask {
+  uint32_t bits = 0;
+  constexpr bool has(Op op) const { return (bits >> static_cast<int>(op)) & 1u; }
+  constexpr OpMask& add(Op op) {
+    bits |= 1u << static_cast<int>(op);
+    return *this;
+  }
+  constexpr bool empty() const { return bits == 0; }
+  constexpr bool intersects(OpMask o) const { return (bits & o.bits) != 0; }
+};
+
 // How a weight matrix is stored. TF dense kernels are (in, out); the word-embedding table reused as the MLM
 // decoder and the NSP output_weights are (out, in) and used transposed.
 enum class WeightLayout : uint8_t { IN_OUT, OUT_IN };

@@ -12,8 +12,8 @@
 #include <random>
 
 #include "cli/args.h"
-#include "backends/backend.h"
-#include "dist/reducer.h"
+#include "backends/registry.h"
+#include "comm/reducer.h"
 #include "harness/train_config.h"
 #include "harness/train_step.h"
 #include "model/bert.h"
@@ -123,16 +123,22 @@ Batch random_batch(int B, int S, int P, int V, uint32_t seed) {
 
 int cmd_bench_step(const Args& args, DistContext& dist) {
   const Options opt(args,
-                    {"model", "config", "backend", "batch", "seq-len", "predictions", "threads", "warmup", "steps",
-                     "repeats"},
+                    {"model", "config", "backend", "backend-options", "batch", "seq-len", "predictions", "threads",
+                     "warmup", "steps", "repeats"},
                     {"help", "packed", "eager"});
   if (opt.flag("help")) {
-    std::cout << "usage: bertperf bench-step [--model mini|base|large | --config CONFIG.json] [--backend cpu|cuda]\n"
-                 "                          [--batch 32] [--seq-len 128] [--predictions P] [--threads N] [--warmup 2]\n"
-                 "                          [--steps 5] [--repeats 3] [--packed] [--eager]\n"
+    std::string names;
+    for (const BackendInfo& b : backend_infos()) names += (names.empty() ? "" : "|") + b.name;
+    std::cout << "usage: bertperf bench-step [--model mini|base|large | --config CONFIG.json] [--backend " << names
+              << "]\n"
+                 "                          [--backend-options KEY=VALUE,...] [--batch 32] [--seq-len 128]\n"
+                 "                          [--predictions P] [--threads N] [--warmup 2] [--steps 5] [--repeats 3]\n"
+                 "                          [--packed] [--eager]\n"
                  "  --model   a standard shape: mini (L4 H256), base (L12 H768) or large (L24 H1024)\n"
-                 "  --config  the model, batch, sequence length, predictions and threads of a train config\n"
+                 "  --config  the model, batch, sequence length, predictions and backend of a train config\n"
                  "            (e.g. benchmarks/bert/mini/cpu_2c.json); the other options override them\n"
+                 "  --backend-options  fields of the config's \"backend\" block, e.g. attention=kernel,gelu=kernel\n"
+                 "            for cuda (implementations/backends/registry.h); --threads N is threads=N\n"
                  "  --packed  MLPerf phase-2 shapes: --batch packed rows of 512 tokens, about 2 sequences of 254\n"
                  "            real tokens and 76 predictions per row (seqs_per_s counts sequences)\n"
                  "  --eager   no captured step (CUDA graph) even where the backend can capture\n";
@@ -142,7 +148,7 @@ int cmd_bench_step(const Args& args, DistContext& dist) {
   std::string model_name = opt.get("model").value_or("mini");
   BertConfig config;
   int B = 32, S = 128, P = 0;
-  BackendOptions backend_wanted;
+  BackendSpec backend_wanted;
   ReductionOptions reduction;  // a config's "distributed" block, for steps timed under mpirun
   bool clip_after_reduction = false;
   if (auto path = opt.get("config")) {
@@ -168,13 +174,25 @@ int cmd_bench_step(const Args& args, DistContext& dist) {
     throw_input("command line", "batch, seq-len, predictions, steps and repeats must be positive, predictions < seq-len");
   if (int64_t(B) * S > (int64_t{1} << 30))
     throw_input("command line", cat("--batch x --seq-len = ", int64_t(B) * S, " tokens is over the limit of 2^30"));
-  BackendOptions backend_options = backend_wanted;
-  if (opt.get("threads")) backend_options.threads = int(opt.integer("threads", 0, 0, 1024));
-  if (auto name = opt.get("backend")) backend_options.name = *name;
-  if (opt.flag("eager")) backend_options.capture = false;
+  // The backend block: the config's (or "cpu"), with the command line's name and options over it.
+  Json block = backend_wanted.options;
+  block["name"] = opt.get("backend").value_or(backend_wanted.name);
+  block["capture"] = backend_wanted.capture && !opt.flag("eager");
+  if (opt.get("threads")) block["threads"] = opt.integer("threads", 0, 0, 1024);
+  if (auto extra = opt.get("backend-options")) {
+    std::vector<std::string> pairs;
+    for (size_t at = 0; at <= extra->size();) {
+      const size_t comma = std::min(extra->find(',', at), extra->size());
+      pairs.push_back(extra->substr(at, comma - at));
+      at = comma + 1;
+    }
+    const BackendSpec extra_spec = backend_spec(block["name"].get<std::string>(), pairs, "option --backend-options");
+    for (auto it = extra_spec.options.begin(); it != extra_spec.options.end(); ++it) block[it.key()] = it.value();
+  }
+  const BackendSpec backend_options = parse_backend_spec(block, "command line: backend");
   if (packed && (S != 512 || config.max_position_embeddings < 512))
     throw_input("command line", "--packed takes MLPerf phase-2 rows of 512 tokens: give --seq-len 512 (or none)");
-  const std::unique_ptr<Backend> backend = make_backend(backend_options);
+  const std::unique_ptr<Backend> backend = make_backend(backend_options, {.local_rank = dist.local_rank()});
 
   const TensorTable table = bert_parameter_table(config);
   FlatTensors host(table);
@@ -185,7 +203,8 @@ int cmd_bench_step(const Args& args, DistContext& dist) {
   hp.learning_rate = 1e-4;
   hp.train_steps = 1000000;
   const std::unique_ptr<GradReducer> reducer =
-      make_grad_reducer(*backend, dist, reduction, table.total_elements(), FlatChunks::starts(table));
+      make_grad_reducer(*backend, backend->master_dtype(), dist, reduction, table.total_elements(),
+                        FlatChunks::starts(table));
   const FlatRange part = reducer->part(table.total_elements());
   Lamb lamb(*backend, table, hp, part.begin, part.end);
   // Two batches in turn, the next staged while a step runs (as a training run does).
@@ -227,7 +246,8 @@ int cmd_bench_step(const Args& args, DistContext& dist) {
         "{\"bench\": \"bertperf_step\", \"model\": \"%s\", \"backend\": \"%s\", \"batch\": %d, \"seq_len\": %d, "
         "\"predictions\": %d, \"threads\": %d, \"params\": %zu, %s\"step_s\": %.5f, \"seqs_per_s\": %.3f, \"gflops\": %.1f, "
         "\"gemm_share\": %.3f, \"gemm_gflops\": %.1f, \"arena_mib\": %.1f, \"peak_rss_mib\": %.1f}\n",
-        model_name.c_str(), backend->name().c_str(), B, S, P, backend_options.threads, param_count, extra.c_str(), r.step_s, sequences / r.step_s,
+        model_name.c_str(), backend->name().c_str(), B, S, P, backend_options.options.value("threads", 0), param_count,
+        extra.c_str(), r.step_s, sequences / r.step_s,
         flops / r.step_s * 1e-9, r.gemm_s / r.step_s, r.gemm_s > 0 ? r.gemm_flops / r.gemm_s * 1e-9 : 0.0,
         model.arena_bytes() / 1048576.0, usage.ru_maxrss / 1024.0);
     std::fflush(stdout);

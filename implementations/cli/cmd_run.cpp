@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -24,9 +25,10 @@
 #include <sstream>
 
 #include "cli/args.h"
+#include "cli/build_info.h"
 #include "cli/commands.h"
 #include "core/errors.h"
-#include "dist/context.h"
+#include "comm/context.h"
 #include "harness/system_description.h"
 #include "harness/timed_run.h"
 #include "harness/train_config.h"
@@ -61,7 +63,7 @@ const char* const kRunUsage =
     "  A result set: N timed runs (default: the benchmark's, 10 for BERT), each a fresh process\n"
     "  (`bertperf run-once`, through `mpirun -np <ranks>` when the config has more than one rank),\n"
     "  written as an MLPerf submission tree:\n"
-    "    DIR/systems/<system>.json\n"
+    "    DIR/systems/<system>.json   (other_software_stack: the commit and library versions the runs log)\n"
     "    DIR/results/<system>/<benchmark>/result_<i>.txt\n"
     "  --out          the tree's root (default: results/<config benchmark>_<system>)\n"
     "  --resume       keep existing complete result files (ending with run_stop) and run the\n"
@@ -272,6 +274,61 @@ RunSummary summarize_log(const fs::path& path) {
   return s;
 }
 
+// The software a finished log names (harness/provenance.h), as fields of a system description's
+// other_software_stack: "bertperf_commit" and "<library>_version" (lower case, spaces as underscores), e.g.
+// "openblas_version", "cuda_driver_version".
+Json logged_software(const fs::path& path) {
+  Json fields = Json::object();
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) {
+    const auto at = line.find(":::MLLOG ");
+    if (at == std::string::npos) continue;
+    const Json record = Json::parse(line.substr(at + 9), nullptr, /*allow_exceptions=*/false);
+    if (!record.is_object() || !record.contains("value")) continue;
+    const Json key = record.value("key", Json());
+    const Json& value = record["value"];
+    if (key == "bertperf_commit" && value.is_string()) {
+      const Json metadata = record.value("metadata", Json::object());
+      const bool dirty = !metadata.is_object() || metadata.value("dirty", Json(true)) != Json(false);
+      fields["bertperf_commit"] = value.get<std::string>() + (dirty ? " (with uncommitted changes)" : "");
+    } else if (key == "bertperf_library_versions" && value.is_object()) {
+      for (const auto& [name, version] : value.items()) {
+        if (!version.is_string()) continue;
+        std::string field;
+        for (const char c : name) field += c == ' ' ? '_' : static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        fields[field + "_version"] = version;
+      }
+    } else if (key == "init_stop") {
+      break;
+    }
+  }
+  return fields;
+}
+
+// Fills the software fields of the tree's system description from the runs' logs (the last run's; a set whose runs
+// name different software is reported, and bertperf-package refuses one from several commits).
+void describe_logged_software(const fs::path& system_file, Json described, const fs::path& result_dir, int64_t runs) {
+  Json software;
+  bool mixed = false;
+  for (int64_t i = 0; i < runs; ++i) {
+    const fs::path result = result_dir / cat("result_", i, ".txt");
+    if (!fs::exists(result)) continue;
+    Json fields = logged_software(result);
+    if (fields.empty()) continue;
+    mixed = mixed || (!software.is_null() && fields != software);
+    software = std::move(fields);
+  }
+  if (software.is_null()) return;
+  if (mixed)
+    std::cerr << "bertperf run: the runs of " << result_dir.string() << " name different builds or libraries; "
+              << system_file.string() << " names the last run's\n";
+  Json& stack = described["other_software_stack"];
+  if (stack.is_string()) stack = Json{{"notes", stack}};
+  if (!stack.is_object()) stack = Json::object();
+  stack.update(software);
+  write_atomically(system_file, described.dump(4) + "\n");
+}
+
 }  // namespace
 
 namespace {
@@ -287,6 +344,7 @@ int dry_run(const Options& opts, DistContext& world) {
   mllog::Logger log(mllog::Logger::Options{
       .to_stdout = opts.flag("stdout"), .file = log_path, .name_space = "", .rank = world.rank(), .file_label = ""});
   log_run_header(log, config, system, uint64_t(seed));
+  log_provenance(log, run_provenance(config.source));
   log.close_file();
   if (world.is_root() && !log_path.empty())
     std::cerr << "bertperf run-once: dry run of " << config.source << ": hyperparameters logged to " << log_path
@@ -321,6 +379,7 @@ int cmd_run_once(const Args& args, DistContext& world) {
     options.seed = static_cast<uint64_t>(seed);
   }
   options.progress = !opts.flag("no-progress");
+  options.provenance = run_provenance(config.source);
 
   // Only rank 0 writes the log, so only rank 0 owns a temporary file.
   std::optional<TempLog> temp;
@@ -330,7 +389,7 @@ int cmd_run_once(const Args& args, DistContext& world) {
                                            .name_space = "",
                                            .rank = world.rank(),
                                            .file_label = log_path.string()});
-  // Another rank's failure ends the job from rank 0's watcher thread (dist/context.h): the run is logged as aborted
+  // Another rank's failure ends the job from rank 0's watcher thread (comm/context.h): the run is logged as aborted
   // and its log committed first, unless this rank has finished it already (its own log then stands).
   std::mutex ending;
   bool ended = false;
@@ -397,7 +456,7 @@ int cmd_run(const Args& args, DistContext&) {
   fs::create_directories(result_dir);
   fs::create_directories(root / "systems");
   // The tree's system description says what the logs say: a benchmark that is not the closed one
-  // (mini) is reported in the open division.
+  // (mini) is reported in the open division, and (after the runs) the software they name.
   Json described = system.raw;
   if (!config.division.empty()) described["division"] = config.division;
   write_atomically(root / "systems" / (config.system + ".json"), described.dump(4) + "\n");
@@ -458,6 +517,8 @@ int cmd_run(const Args& args, DistContext&) {
       return 1;
     }
   }
+
+  describe_logged_software(root / "systems" / (config.system + ".json"), described, result_dir, runs);
 
   std::cout << "result set " << result_dir.string() << ":\n";
   for (int64_t i = 0; i < runs; ++i) {

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "dist/context.h"
+#include "comm/context.h"
 
 namespace bertperf::cli {
 

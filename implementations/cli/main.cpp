@@ -7,15 +7,16 @@
 #include <iostream>
 #include <memory>
 
+#include "cli/build_info.h"
 #include "cli/commands.h"
-#include "dist/context.h"
+#include "comm/context.h"
 
 namespace {
 
 void print_usage(std::ostream& out) {
   out << "usage: bertperf <command> [options]\n\ncommands:\n";
   for (const auto& c : bertperf::cli::kCommands) out << "  " << std::left << std::setw(20) << c.name << c.summary << "\n";
-  out << "\n`bertperf <command> --help` describes a command.\n";
+  out << "\n`bertperf <command> --help` describes a command; `bertperf --version` names the build.\n";
 }
 
 }  // namespace
@@ -24,6 +25,10 @@ int main(int argc, char** argv) {
   if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
     print_usage(argc < 2 ? std::cerr : std::cout);
     return argc < 2 ? 2 : 0;
+  }
+  if (!std::strcmp(argv[1], "--version")) {
+    std::cout << bertperf::cli::version_line() << "\n";
+    return 0;
   }
   const std::string name = argv[1];
   const bertperf::cli::Args args(argv + 2, argv + argc);

@@ -792,4 +792,11 @@ BERTPERF_H5_INSTANTIATE(int32_t)
 BERTPERF_H5_INSTANTIATE(int64_t)
 #undef BERTPERF_H5_INSTANTIATE
 
+std::string library_version() {
+  Lock lock;
+  unsigned major = 0, minor = 0, release = 0;
+  H5get_libversion(&major, &minor, &release);
+  return cat(major, ".", minor, ".", release);
+}
+
 }  // namespace bertperf::h5

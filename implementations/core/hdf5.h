@@ -29,6 +29,9 @@ enum class DType { f32, f64, i8, u8, i16, u16, i32, u32, i64, u64, string, other
 
 const char* dtype_name(DType t);  // "float32", "int16", ...
 
+// The version of the HDF5 library loaded, "1.10.8".
+std::string library_version();
+
 template <typename T>
 constexpr DType dtype_of();
 template <> constexpr DType dtype_of<float>() { return DType::f32; }

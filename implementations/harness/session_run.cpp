@@ -8,7 +8,9 @@ namespace {
 
 class SessionRun final : public TrainingRun {
  public:
-  SessionRun(const TrainConfig& config, uint64_t seed, DistContext& dist) : session_(config, seed, dist) {}
+  SessionRun(const TrainConfig& config, uint64_t seed, DistContext& dist)
+      : session_(config, seed, dist) {}
+  LibraryVersions library_versions() const override { return session_.library_versions(); }
   std::vector<std::string> tensor_names() const override { return session_.tensor_names(); }
   TrainProgress train_until(int64_t target_samples, const std::function<void(const TrainProgress&)>& on_step,
                             int64_t max_steps) override {

@@ -150,8 +150,14 @@ TimedRunResult timed_run(const TrainConfig& config, const SystemDescription& sys
   world.broadcast(seed);
   result.seed = seed;
   log_run_header(log, config, system, seed);
+  if (options.provenance) log_provenance(log, *options.provenance);
 
   std::unique_ptr<TrainingRun> run = make_run(config, seed);
+  if (log.enabled()) {
+    LibraryVersions versions = host_library_versions();
+    for (auto& version : run->library_versions()) versions.push_back(std::move(version));
+    log_library_versions(log, versions);
+  }
   // A result claims the benchmark's eval set: a smaller one is refused before the clock starts.
   const int64_t eval_sequences = run->eval_sequences();
   if (eval_sequences < config.eval_samples)

@@ -2,8 +2,9 @@
 // cache_clear to run_stop, as the compliance rules of rulesets 2.1.0 and 5.0.0 want it.
 //
 // Init (untimed): cache_clear, init_start, submission_* keys from the system description, the
-// seed (once), every hyperparameter (both opt_lamb_epsilon and the older opt_epsilon), model
-// construction and one weights_initialization per tensor, init_stop. Then run_start, one epoch
+// seed (once), every hyperparameter (both opt_lamb_epsilon and the older opt_epsilon), the build's
+// commit and the config (when given), model construction, the library versions
+// (harness/provenance.h) and one weights_initialization per tensor, init_stop. Then run_start, one epoch
 // and one block, and at each eval point tracked_stats (training throughput) and
 // eval_start/eval_stop/eval_accuracy with epoch_num = samples trained, until the target is reached
 // (status success) or the sample or step limit or a non-finite loss ends the run (status aborted;
@@ -20,7 +21,8 @@
 #include <string>
 #include <vector>
 
-#include "dist/context.h"
+#include "comm/context.h"
+#include "harness/provenance.h"
 #include "harness/system_description.h"
 #include "harness/train_config.h"
 #include "harness/train_session.h"
@@ -40,6 +42,9 @@ class TrainingRun {
   virtual EvalResult evaluate() = 0;
   // Sequences in the eval set; a run refuses a set smaller than the benchmark's eval_samples.
   virtual int64_t eval_sequences() const = 0;
+  // The libraries training runs on beyond the host's (harness/provenance.h): the backend's, and NCCL's where the
+  // gradients go through it.
+  virtual LibraryVersions library_versions() const { return {}; }
 };
 
 using TrainingRunFactory = std::function<std::unique_ptr<TrainingRun>(const TrainConfig&, uint64_t seed)>;
@@ -47,7 +52,7 @@ using TrainingRunFactory = std::function<std::unique_ptr<TrainingRun>(const Trai
 // The real thing: a TrainSession on the job's ranks (harness/session_run.cpp).
 TrainingRunFactory train_session_factory(DistContext& dist);
 
-// Where a timed run is, for ending its log from another thread (a peer rank's failure, dist/context.h).
+// Where a timed run is, for ending its log from another thread (a peer rank's failure, comm/context.h).
 struct TimedRunState {
   std::atomic<bool> started{false};   // run_start is logged
   std::atomic<int64_t> samples{0};    // samples trained, as of the last step
@@ -58,6 +63,7 @@ struct TimedRunOptions {
   std::optional<uint64_t> seed;  // default: fresh from /dev/urandom (closed-division rule)
   bool progress = true;          // the stderr progress line
   TimedRunState* state = nullptr;  // kept up to date when set
+  std::optional<RunProvenance> provenance;  // the build's commit and the config, logged after the header when set
 };
 
 // Ends the log of a run cut short where `state` says: after run_start, the closing lines timed_run logs

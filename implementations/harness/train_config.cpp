@@ -211,19 +211,7 @@ TrainConfig load_train_config(const std::string& path, bool check_data) {
             where, cat("the global batch local_batch_size x grad_accum_steps x ranks = ", c.local_batch_size, " x ",
                        c.grad_accum_steps, " x ", c.ranks, " is over the limit of ", kMaxBatchSlots, " sequences"));
   }
-  if (f.has("backend")) {
-    const std::string where = path + ": backend";
-    JsonFields b(f.raw("backend"), where);
-    c.backend.name = b.required<std::string>("name");
-    c.backend.threads = b.optional<int>("threads", 0);
-    c.backend.device = b.optional<int>("device", -1);
-    c.backend.capture = b.optional<bool>("cuda_graph", true);
-    b.reject_unknown();
-    require(c.backend.name == "cpu" || c.backend.name == "cpu-f64" || c.backend.name == "cuda", where,
-            "field 'name' must be \"cpu\", \"cpu-f64\" or \"cuda\", got \"" + c.backend.name + "\"");
-    require(c.backend.threads >= 0, where, "field 'threads' must be 0 (all cores) or positive");
-    require(c.backend.device >= -1, where, "field 'device' must be -1 (the local rank's) or a device index");
-  }
+  if (f.has("backend")) c.backend = parse_backend_spec(f.raw("backend"), path + ": backend");
   if (f.has("distributed")) {
     const std::string where = path + ": distributed";
     JsonFields d(f.raw("distributed"), where);
@@ -331,10 +319,12 @@ MemoryEstimate estimate_memory(const TrainConfig& c) {
   e.parameters = V * H + double(m.max_position_embeddings) * H + double(m.type_vocab_size) * H + 2 * H +
                  L * (4 * H * H + 4 * H + 4 * H + 2 * H * I + I + H) + (H * H + H) + V + (H * H + H + 2 * H) +
                  (2 * H + 2);
-  const bool device = c.backend.name == "cuda";
-  const double A = c.backend.name == "cpu-f64" ? 8 : 4, F = A;
+  const BackendInfo& backend = backend_info(c.backend.name, c.backend.where);
+  const bool device = !backend.host_memory;
+  const double A = dtype_size(backend.act), F = dtype_size(backend.master);
   // Master weights, gradients and the two LAMB moments in F, the host copy in fp32 (plus an accumulator).
-  e.parameter_bytes = e.parameters * (device ? 4 : 4 * F + 4 + (c.grad_accum_steps > 1 ? F : 0));
+  const double W = backend.weight != backend.master ? dtype_size(backend.weight) : 0;  // a separate weight copy
+  e.parameter_bytes = e.parameters * (device ? 4 : 4 * F + W + 4 + (c.grad_accum_steps > 1 ? F : 0));
   if (device) return e;
   // The largest batch: tokens N, prediction slots M (model/bert.cpp carves these).
   const double rows = std::max(c.local_batch_size, c.eval_batch_size);

@@ -13,17 +13,17 @@
 //     "data": { "train_files": [path or glob, ...], "eval_file": path, "seq_len": int,
 //               "max_predictions": int, "packed": bool },
 //     "batch": { "local_batch_size": int, "grad_accum_steps": int, "ranks": int },
-//     "backend": { "name": "cpu" | "cpu-f64" | "cuda", "threads": int (optional, CPU threads per rank, 0 = all),
-//                  "device": int (optional, CUDA device, -1 = the local rank's),
-//                  "cuda_graph": bool (optional, default true: replay the step as a captured CUDA graph) }
-//                (optional: cpu, all threads),
+//     "backend": { "name": "cpu" | "cpu-f64" | "cuda" | ..., "capture": bool (optional, default true: replay the
+//                  step as one captured graph where the backend can), and the backend's own options, e.g. CPU
+//                  "threads" (backends/cpu/cpu_options.h) or CUDA "device", "attention" (backends/cuda/cuda_options.h);
+//                  backends/registry.h } (optional: cpu, all threads),
 //     "distributed": { "clip": "per_micro_batch" (the reference's, default) | "after_reduction",
 //                      "balanced_batches": bool (optional, default false: each rank reads its own shards; true:
 //                      every step's global batch is dealt out by real tokens, data/reader.h),
 //                      "reduction": { "algorithm": "allreduce" (default) | "bucketed" | "hierarchical",
 //                                     "bucket_mb": number (optional, bucketed: MiB per bucket, default 25),
 //                                     "shard_optimizer": bool (optional, ZeRO-1 LAMB; with "allreduce" only) }
-//                                   (optional; dist/reducer.h) } (optional),
+//                                   (optional; comm/reducer.h) } (optional),
 //     "lamb": { "learning_rate", "beta1", "beta2", "epsilon", "weight_decay", "max_grad_norm",
 //               "train_steps", "warmup_steps", "start_warmup_step", "poly_power" },
 //     "eval": { "batch_size": int, "interval_samples": int (optional) },
@@ -39,8 +39,8 @@
 #include <string>
 #include <vector>
 
-#include "backends/backend.h"
-#include "dist/reducer.h"
+#include "backends/registry.h"
+#include "comm/reducer.h"
 #include "model/bert_config.h"
 #include "optim/hyperparams.h"
 
@@ -64,10 +64,10 @@ struct TrainConfig {
   int local_batch_size = 0;
   int grad_accum_steps = 1;
   int ranks = 1;
-  BackendOptions backend;             // where the model runs
+  BackendSpec backend;                // where the model runs
   bool clip_after_reduction = false;  // clip the reduced gradient, not each micro-batch's (harness/train_step.h)
   bool balanced_batches = false;      // deal each global batch out by real tokens (ReaderOptions::balance)
-  ReductionOptions reduction;         // how gradients are summed over ranks (dist/reducer.h)
+  ReductionOptions reduction;         // how gradients are summed over ranks (comm/reducer.h)
   LambHyperparams lamb;
   // Eval and stopping. After loading, eval_interval_samples and max_samples are always resolved
   // (> 0): from the config, else the benchmark's cadence formula / the end of the LR schedule.
@@ -95,8 +95,8 @@ TrainConfig load_train_config(const std::string& path, bool check_data = true);
 
 // What training `config` needs in host memory on one rank, from the shapes alone (nothing is built): the
 // parameters with their gradients, LAMB moments and the fp32 host copy made at start, and the activations of the
-// largest batch (train or eval). A lower bound (backend workspaces are left out). For the "cuda" backend only the
-// host copy counts: the rest lives on the device.
+// largest batch (train or eval). A lower bound (backend workspaces are left out). For a backend whose memory is not
+// host memory (a GPU's) only the host copy counts: the rest lives on the device.
 struct MemoryEstimate {
   double parameters = 0;        // elements
   double parameter_bytes = 0;   // weights, gradients, moments, host copy

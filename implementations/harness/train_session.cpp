@@ -7,7 +7,7 @@
 
 #include "data/layouts.h"
 #include "data/reader.h"
-#include "dist/reducer.h"
+#include "comm/reducer.h"
 #include "harness/train_step.h"
 #include "model/bert.h"
 #include "model/checkpoint.h"
@@ -67,7 +67,8 @@ struct TrainSession::Impl {
   bool ahead_ready = false;
   std::vector<Batch> eval_batches;         // read once, on the first evaluation
   bool eval_loaded = false;
-  std::unique_ptr<BatchStage> eval_stage;
+  // Eval batches take turns between two stages, so one is packed and uploaded while the other's forward runs.
+  std::vector<BatchStage> eval_stages;
   TrainProgress progress;
   int64_t eval_sequences = 0;
 
@@ -75,14 +76,15 @@ struct TrainSession::Impl {
       : config(c),
         dist(d),
         seed(agree(run_seed, d)),
-        backend(make_backend(backend_options(c, d))),
+        backend(make_backend(checked_backend(c, d), {.local_rank = d.local_rank()})),
         table(bert_parameter_table(c.model)),
         train_options(train_reader_options(c, d, seed)),
         eval_options(eval_reader_options(c, d)),
         train_capacity(capacity_of(train_options, c.packed)),
         eval_capacity(capacity_of(eval_options, false)),
         params(*backend, table),
-        reducer(make_grad_reducer(*backend, d, c.reduction, table.total_elements(), FlatChunks::starts(table))),
+        reducer(make_grad_reducer(*backend, backend->master_dtype(), d, c.reduction, table.total_elements(),
+                                  FlatChunks::starts(table))),
         lamb(*backend, table, c.lamb, reducer->part(table.total_elements()).begin,
              reducer->part(table.total_elements()).end),
         model(*backend, c.model, table, largest(train_capacity, eval_capacity)),
@@ -100,7 +102,7 @@ struct TrainSession::Impl {
     }
     params.upload(host);
     for (const Batch& b : micro) micro_ptrs.push_back(&b);
-    if (backend->static_shapes()) {
+    if (backend->capabilities().static_shapes) {
       ahead.resize(micro.size());
       for (const Batch& b : ahead) ahead_ptrs.push_back(&b);
     }
@@ -114,14 +116,12 @@ struct TrainSession::Impl {
     if (d.size() > 1) d.broadcast(seed);
     return seed;
   }
-  static BackendOptions backend_options(const TrainConfig& c, const DistContext& d) {
+  static const BackendSpec& checked_backend(const TrainConfig& c, const DistContext& d) {
     check_memory(c, physical_memory_bytes());  // before the first allocation
     if (d.size() != c.ranks)
       throw_input(c.source, cat("the config asks for ", c.ranks, " ranks (batch.ranks) but this job has ", d.size(),
                                 "; launch it with mpirun -np ", c.ranks));
-    BackendOptions o = c.backend;
-    if (o.device < 0) o.device = d.local_rank();
-    return o;
+    return c.backend;
   }
   static ReaderOptions train_reader_options(const TrainConfig& c, const DistContext& d, uint64_t seed) {
     ReaderOptions o = reader_options(c, d);
@@ -187,13 +187,14 @@ struct TrainSession::Impl {
       // Read once per run; every later evaluation only stages and runs.
       PretrainingReader eval_reader(eval_options);
       for (Batch b; eval_reader.next(b);) eval_batches.push_back(std::move(b));
-      eval_stage = std::make_unique<BatchStage>(*backend, eval_capacity);
+      eval_stages.reserve(2);
+      for (int k = 0; k < 2; ++k) eval_stages.emplace_back(*backend, eval_capacity);
       eval_loaded = true;
     }
     model.zero_stats();
     double weight = 0, samples = 0;
-    for (const Batch& b : eval_batches) {
-      const DeviceBatch& device = eval_stage->stage(b, LossWeighting::SUM);
+    for (size_t k = 0; k < eval_batches.size(); ++k) {
+      const DeviceBatch& device = eval_stages[k % 2].stage(eval_batches[k], LossWeighting::SUM);
       model.forward(device, params.weights(), false, nullptr, 0);
       weight += device.mlm_weight;
       samples += device.real_sequences;
@@ -228,6 +229,12 @@ EvalResult TrainSession::evaluate() { return impl_->evaluate(); }
 int64_t TrainSession::eval_sequences() const { return impl_->eval_sequences; }
 const TrainProgress& TrainSession::progress() const { return impl_->progress; }
 std::string TrainSession::backend_description() const { return impl_->backend->describe(); }
+
+std::vector<std::pair<std::string, std::string>> TrainSession::library_versions() const {
+  auto versions = impl_->backend->library_versions();
+  for (auto& v : impl_->reducer->library_versions()) versions.push_back(std::move(v));
+  return versions;
+}
 
 std::string TrainSession::reduction_description() const {
   const Impl& m = *impl_;

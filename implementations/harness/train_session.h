@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "dist/context.h"
+#include "comm/context.h"
 #include "harness/train_config.h"
 
 namespace bertperf {
@@ -51,6 +51,8 @@ class TrainSession {
   void save_checkpoint(const std::string& path) const;
   // The backend's one-line description.
   std::string backend_description() const;
+  // The libraries the backend and the gradient reducer run on, as (name, version).
+  std::vector<std::pair<std::string, std::string>> library_versions() const;
   // The gradient reducer's one-line description and the optimizer-state memory on this rank.
   std::string reduction_description() const;
 

@@ -21,7 +21,7 @@ TrainStep::TrainStep(Backend& backend, BertModel& model, ParamBuffers& params, L
     accumulator_ = DeviceBuffer(backend, params.elements() * dtype_size(backend.master_dtype()));
   on_ready_ = [this](size_t begin, size_t end) { reducer_.ready(params_.grads(), begin, end); };
   for (auto& v : staged_) v.reserve(options.micro_batches);  // so that no step allocates
-  can_capture_ = options.capture && backend.static_shapes() && options.ranks == 1;
+  can_capture_ = options.capture && backend.capabilities().capture && options.ranks == 1;
   // A sharded reducer: this rank clips and updates the chunks of its part of the buffer.
   const FlatRange part = reducer.part(params.elements());
   const std::vector<int64_t>& begins = lamb.chunks().begins();
@@ -96,6 +96,7 @@ StepStats TrainStep::finish() {
   in_flight_ = false;
   auto& host = *host_scalars_.as<ops::StepScalars>();
   backend_.download(&host, scalars_.data(), sizeof host);
+  backend_.synchronize();  // the step and the download have run; the host may rewrite the pinned scalars again
   StepStats out = pending_;
   out.loss = model_.read_stats();
   out.grad_norm = std::sqrt(host.grad_norm_sq);

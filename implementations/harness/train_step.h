@@ -9,12 +9,12 @@
 // micro-batches. AFTER_REDUCTION (what NVIDIA does when it overlaps communication with the backward) sums the
 // unclipped gradients, reduces them as the last micro-batch's backward makes each layer ready, and clips the sum.
 //
-// On a backend with static shapes that can capture (Backend::capture: a CUDA graph), the step's ops, from the
-// forward of the first micro-batch to the LAMB update, are recorded once and replayed: the first step runs them
-// eagerly (libraries plan their kernels at a shape's first call), the second and third capture them, one graph per
-// set of staging buffers. Only the uploads (batches, scalars) and the download of the statistics stay outside.
-// Capture needs one rank for now (the MPI reducer works on the host between ops); StepOptions::capture false
-// keeps every step eager.
+// On a backend that can capture (Capabilities::capture: a CUDA graph, or cpu-async's recorded queue), the step's
+// ops, from the forward of the first micro-batch to the LAMB update, are recorded once and replayed: the first step
+// runs them eagerly (libraries plan their kernels at a shape's first call), the second and third capture them, one
+// graph per set of staging buffers. Only the uploads (batches, scalars) and the download of the statistics stay
+// outside. Capture needs one rank for now (the MPI reducer works on the host between ops); StepOptions::capture
+// false keeps every step eager.
 //
 // Batches are staged in two sets of buffers (pinned host memory and backend memory) used in turn: the caller
 // hands the next step's batches to stage_next() while this step runs (between launch() and finish()), so the
@@ -26,7 +26,7 @@
 
 #include "backends/backend.h"
 #include "data/batch.h"
-#include "dist/reducer.h"
+#include "comm/reducer.h"
 #include "model/batch_stage.h"
 #include "model/bert.h"
 #include "model/param_buffers.h"

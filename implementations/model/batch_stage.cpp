@@ -67,6 +67,7 @@ BatchStage::BatchStage(Backend& backend, BatchCapacity capacity) : backend_(back
   device_.mlm_loss_weight = at<float>(memory_, l.mlm_loss_weight);
   device_.mlm_count_weight = at<float>(memory_, l.mlm_count_weight);
   device_.max_seqlen = capacity.max_seqlen;
+  uploaded_ = backend.make_event();
 }
 
 const DeviceBatch& BatchStage::stage(const Batch& b, LossWeighting weighting) {
@@ -84,6 +85,8 @@ const DeviceBatch& BatchStage::stage(const Batch& b, LossWeighting weighting) {
                  b.tokens == b.cu_seqlens[b.sequences],
              "batch of ", b.sequences, " sequences and ", b.predictions, " predictions is inconsistent");
 
+  // The last upload from host_ may not have run yet (an asynchronous backend): it must read the last batch.
+  if (in_flight_) backend_.host_wait(*uploaded_);
   const Layout l(c);
   auto copy = [&](size_t offset, const auto& v) { std::memcpy(at<unsigned char>(host_, offset), v.data(), v.size() * 4); };
   copy(l.input_ids, b.input_ids);
@@ -115,8 +118,10 @@ const DeviceBatch& BatchStage::stage(const Batch& b, LossWeighting weighting) {
     nsp_count[s] = real ? 1.0f : 0.0f;
   }
   backend_.upload(memory_.data(), host_.data(), bytes_);
+  backend_.record(*uploaded_);
+  in_flight_ = true;
 
-  const bool full = backend_.static_shapes();
+  const bool full = backend_.capabilities().static_shapes;
   device_.tokens = full ? c.tokens : b.tokens;
   device_.sequences = full ? c.sequences : b.sequences;
   device_.predictions = full ? c.predictions : b.predictions;

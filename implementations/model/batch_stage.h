@@ -1,7 +1,9 @@
 // A batch in backend memory, and the stage that puts it there: a host Batch (data/batch.h) is packed into one
 // pinned block, with the loss weights the model sums by, and uploaded in one copy (asynchronous on a GPU, so the
 // next batch travels while the current step runs). A stage is sized once for the run's capacity and allocates
-// nothing per batch.
+// nothing per batch. Before it rewrites its pinned block it waits for the event of the upload that read the last
+// batch from it (device.h), so two batches staged in a row never tear; a caller that wants the next batch to travel
+// while the current one runs keeps two stages and takes turns.
 //
 // Loss weights. Training (MEAN) uses the reference's per-batch means: mlm_loss_weight = w / (sum w + 1e-5) and
 // nsp_loss_weight = 1 / sequences, so the model's summed statistics are the batch's MLM and NSP losses. Eval (SUM)
@@ -10,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 
 #include "backends/backend.h"
 #include "data/batch.h"
@@ -43,7 +46,8 @@ class BatchStage {
  public:
   BatchStage(Backend& backend, BatchCapacity capacity);
   // Packs `batch` (which must have this stage's capacity) and starts its upload; the returned batch is valid until
-  // the next stage() call. Host checks here are cheap (sizes, not token values: the reader validated those).
+  // the next stage() call, which waits for this upload first. Host checks here are cheap (sizes, not token values:
+  // the reader validated those).
   const DeviceBatch& stage(const Batch& batch, LossWeighting weighting);
   const DeviceBatch& device() const { return device_; }
   const BatchCapacity& capacity() const { return capacity_; }
@@ -55,6 +59,8 @@ class BatchStage {
   DeviceBuffer host_;    // PINNED
   DeviceBuffer memory_;  // DEVICE
   DeviceBatch device_;
+  std::unique_ptr<Event> uploaded_;  // recorded after the last upload from host_
+  bool in_flight_ = false;
 };
 
 }  // namespace bertperf

@@ -153,6 +153,7 @@ void BertModel::zero_stats() { backend_.fill_zero(acts_->stats, 4 * sizeof(doubl
 LossStats BertModel::read_stats() {
   double s[4];
   backend_.download(s, acts_->stats, sizeof s);
+  backend_.synchronize();  // the download has landed
   return {s[0], s[1], s[2], s[3]};
 }
 

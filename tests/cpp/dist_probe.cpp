@@ -21,8 +21,8 @@
 #include <vector>
 
 #include "core/errors.h"
-#include "dist/context.h"
-#include "dist/reducer.h"
+#include "comm/context.h"
+#include "comm/reducer.h"
 
 using namespace bertperf;
 
@@ -62,10 +62,10 @@ int check(DistContext& dist) {
   dist.barrier();
   // The MPI reducer, as make_grad_reducer gives it to a CPU backend: finish in fp32 and fp64, sum in fp64.
   auto g32 = contribution<float>(n, r);
-  make_mpi_reducer(dist, DType::F32)->finish(g32.data(), n);
+  make_mpi_reducer(nullptr, dist, DType::F32)->finish(g32.data(), n);
   expect_sums(g32, W, "reducer finish (fp32)");
   auto g64 = contribution<double>(n, r);
-  const auto reducer = make_mpi_reducer(dist, DType::F64);
+  const auto reducer = make_mpi_reducer(nullptr, dist, DType::F64);
   reducer->finish(g64.data(), n);
   expect_sums(g64, W, "reducer finish (fp64)");
   auto partial = contribution<double>(7, r);
@@ -73,7 +73,7 @@ int check(DistContext& dist) {
   expect_sums(partial, W, "reducer sum");
   bool refused = false;
   try {
-    make_mpi_reducer(dist, DType::BF16);
+    make_mpi_reducer(nullptr, dist, DType::BF16);
   } catch (const InternalError&) {
     refused = true;
   }
@@ -136,13 +136,13 @@ int reducers(DistContext& dist) {
   const FlatRange all{0, n};
 
   auto plain = values_of(r, n);
-  make_mpi_reducer(dist, DType::F32, {}, n, cuts)->finish(plain.data(), n);
+  make_mpi_reducer(nullptr, dist, DType::F32, {}, n, cuts)->finish(plain.data(), n);
   expect_near_sum(plain, W, all, "all-reduce");
 
   for (bool thread : {true, false}) {
     // 0.1 MiB buckets: 10 of them.
     const ReductionOptions o{.algorithm = ReduceAlgorithm::BUCKETED, .bucket_mb = 0.1, .thread = thread};
-    const auto reducer = make_mpi_reducer(dist, DType::F32, o, n, cuts);
+    const auto reducer = make_mpi_reducer(nullptr, dist, DType::F32, o, n, cuts);
     if (r == 0) std::cout << "reducer: " << reducer->describe() << "\n";
     for (int step = 0; step < 2; ++step) {
       auto g = values_of(r, n);
@@ -155,7 +155,7 @@ int reducers(DistContext& dist) {
   }
 
   {
-    const auto reducer = make_mpi_reducer(dist, DType::F32, {.algorithm = ReduceAlgorithm::HIERARCHICAL}, n, cuts);
+    const auto reducer = make_mpi_reducer(nullptr, dist, DType::F32, {.algorithm = ReduceAlgorithm::HIERARCHICAL}, n, cuts);
     if (r == 0) std::cout << "reducer: " << reducer->describe() << "\n";
     auto g = values_of(r, n);
     reducer->finish(g.data(), n);
@@ -164,7 +164,7 @@ int reducers(DistContext& dist) {
   }
 
   {
-    const auto reducer = make_mpi_reducer(dist, DType::F32, {.shard_optimizer = true}, n, cuts);
+    const auto reducer = make_mpi_reducer(nullptr, dist, DType::F32, {.shard_optimizer = true}, n, cuts);
     if (r == 0) std::cout << "reducer: " << reducer->describe() << "\n";
     const std::vector<FlatRange>& parts = reducer->parts();
     if (static_cast<int>(parts.size()) != W || parts.front().begin != 0 || parts.back().end != n)

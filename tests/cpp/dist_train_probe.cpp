@@ -18,8 +18,8 @@
 
 #include "core/errors.h"
 #include "data/reader.h"
-#include "dist/context.h"
-#include "dist/reducer.h"
+#include "comm/context.h"
+#include "comm/reducer.h"
 #include "harness/train_config.h"
 #include "harness/train_step.h"
 #include "model/bert.h"
@@ -58,7 +58,7 @@ int train(DistContext& dist, const std::string& config_path, int steps, const st
   const TensorTable table = bert_parameter_table(c.model);
   ParamBuffers params(*backend, table);
   const auto reducer =
-      make_grad_reducer(*backend, dist, c.reduction, table.total_elements(), FlatChunks::starts(table));
+      make_grad_reducer(*backend, backend->master_dtype(), dist, c.reduction, table.total_elements(), FlatChunks::starts(table));
   const FlatRange part = reducer->part(table.total_elements());
   Lamb lamb(*backend, table, c.lamb, part.begin, part.end);
   BertModel model(*backend, c.model, table, batches[0].capacity);

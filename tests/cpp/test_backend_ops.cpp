@@ -1,5 +1,6 @@
-// The backend-conformance test: every op of the vocabulary (backends/ops.h), on every backend this build can run
-// here (available_backends(): "cpu" always, "cuda" where a GPU is present), against the CPU backend in fp64 as the
+// The backend-conformance test: every op of the vocabulary (backends/ops.h), on every backend of the registry
+// (backends/registry.h) that this build can run here (available_backends(); the others are reported as skipped),
+// against the CPU backend in fp64 as the
 // oracle, on random shapes from small to BERT-base sizes, including variable-length layouts (several sequences per
 // batch, lengths 1 to S, filler tokens past the last sequence). A backend that is not here is reported as skipped.
 //
@@ -16,15 +17,17 @@
 // naively at its precision: the CPU's fp32 ops run on inputs rounded to bf16 wherever the backend keeps bf16, with
 // those outputs rounded to bf16 as well (naive_bf16 below).
 //
-// A device backend runs each case twice and must give the same bits both times (deterministic algorithms only).
+// Every backend runs each case twice and must give the same bits both times, except for the ops it declares
+// non-deterministic (Capabilities::nondeterministic; the CUDA attention backward off Hopper).
 //
 // Dropout is compared with masks on, since every backend draws ops.h's Philox masks. A backend that draws its own
-// masks for an op declares it in draws_own_masks(); that op is then compared with dropout off, and the forward ops'
-// drop rate and scaling are checked statistically (which every backend's forward ops also get here).
+// masks for an op declares it (Capabilities::own_dropout_masks); that op is then compared with dropout off, and the
+// forward ops' drop rate and scaling are checked statistically (which every backend's forward ops also get here).
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <bit>
+#include <cctype>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -38,6 +41,7 @@
 
 #include "backends/backend.h"
 #include "backends/cpu/cpu_backend.h"
+#include "backends/registry.h"
 #include "backends/ops.h"
 #include "core/errors.h"
 #include "flat_problem.h"
@@ -52,14 +56,19 @@ using Ids = std::vector<int32_t>;
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-// Ops whose dropout masks a backend draws from its own generator rather than from ops.h's Philox keys (a fused GPU
-// kernel with its own RNG would). Such an op is compared with dropout off, and its forward's masks are checked for
-// rate and scale only. The CUDA attention runs cuDNN's fused SDPA, whose masks come from cuDNN's own generator,
-// unless BERTPERF_CUDA_ATTENTION=kernel picks our kernel (ops.h's masks).
-bool draws_own_masks(const std::string& backend, const std::string& op) {
-  if (backend != "cuda" || op.rfind("attention_", 0) != 0) return false;
-  const char* impl = std::getenv("BERTPERF_CUDA_ATTENTION");
-  return !(impl && std::string(impl) == "kernel");
+// The ops a case runs, by the names in its op field ("lamb_moments + lamb_apply").
+ops::OpMask ops_of(const std::string& case_op) {
+  ops::OpMask mask;
+  for (int i = 0; i < ops::kOpCount; ++i) {
+    const auto op = static_cast<ops::Op>(i);
+    const std::string name = ops::op_name(op);
+    for (size_t at = case_op.find(name); at != std::string::npos; at = case_op.find(name, at + 1)) {
+      const size_t end = at + name.size();
+      const auto is_word = [](char ch) { return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_'; };
+      if ((at == 0 || !is_word(case_op[at - 1])) && (end == case_op.size() || !is_word(case_op[end]))) mask.add(op);
+    }
+  }
+  return mask;
 }
 
 // ---- bf16 ------------------------------------------------------------------------------------------------
@@ -210,6 +219,7 @@ Results run_case(Backend& b, const Case& c, const Dtypes* bf16_like = nullptr) {
       r.values[i].assign(host.begin(), host.end());
     }
   }
+  b.synchronize();  // the downloads have landed
   return r;
 }
 
@@ -252,9 +262,8 @@ void expect_conformance(Backend& backend, Backend& oracle, Backend& cpu_fp32, co
   const std::string what = c.op + " [" + c.shape + "] on " + backend.name();
   SCOPED_TRACE(what);
   const Results got = run_case(backend, c), ref = run_case(oracle, c);
-  // A device backend must also be deterministic (two runs from one seed are bit-identical): the case again, the
-  // same bits. (The CPU backend's sums are thread-count independent by construction; test_ops checks that.)
-  if (backend.name() != "cpu" && backend.name() != "cpu-f64") {
+  // Deterministic, except where the backend says otherwise: the case again, the same bits.
+  if (!ops_of(c.op).intersects(backend.capabilities().nondeterministic)) {
     const Results again = run_case(backend, c);
     for (size_t i = 0; i < c.tensors.size(); ++i) {
       const bool same = got.bytes[i] == again.bytes[i] && got.values[i].size() == again.values[i].size() &&
@@ -684,6 +693,7 @@ Case clip_case(Gen& g, const FlatProblem& f, float max_norm, bool sharded, bool 
       be.download(host, parts, sizeof host);
       ops::StepScalars hs;
       be.download(&hs, s, sizeof hs);
+      be.synchronize();
       hs.grad_norm_sq = host[0] + host[1];
       be.upload(s, &hs, sizeof hs);
       be.gradient_clip_finish({s});
@@ -741,22 +751,34 @@ Case lamb_case(Gen& g, const FlatProblem& f, bool grad_scale, bool sharded, bool
 
 // ---- the test, once per backend ----------------------------------------------------------------------------
 
+// A test parameter: a backend name, with its options after a colon ("cuda:attention=kernel,gelu=kernel").
+BackendSpec spec_of(const std::string& param) {
+  const size_t colon = param.find(':');
+  std::vector<std::string> options;
+  for (size_t at = colon; at != std::string::npos && at < param.size();) {
+    const size_t comma = param.find(',', at + 1);
+    options.push_back(param.substr(at + 1, (comma == std::string::npos ? param.size() : comma) - at - 1));
+    at = comma;
+  }
+  return backend_spec(param.substr(0, colon), options, "test parameter " + param);
+}
+
 class BackendOps : public testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
     const std::vector<std::string> here = available_backends();
-    if (std::find(here.begin(), here.end(), GetParam()) == here.end())
+    if (std::find(here.begin(), here.end(), spec_of(GetParam()).name) == here.end())
       GTEST_SKIP() << "backend '" << GetParam() << "' is not available here (this build has no such backend, or "
                    << "there is no device for it)";
-    BackendOptions options;
-    options.name = GetParam();
-    backend_ = make_backend(options);
+    backend_ = make_backend(spec_of(GetParam()));
     oracle_ = make_cpu_backend(DType::F64, 0);
     cpu_fp32_ = make_cpu_backend(DType::F32, 0);
   }
   // Runs the case against the oracle (dropout off for an op the backend draws its own masks for).
   void check(const Case& c) { expect_conformance(*backend_, *oracle_, *cpu_fp32_, c); }
-  float dropout_for(const std::string& op, float p) const { return draws_own_masks(GetParam(), op) ? 0.0f : p; }
+  float dropout_for(const std::string& op, float p) const {
+    return ops_of(op).intersects(backend_->capabilities().own_dropout_masks) ? 0.0f : p;
+  }
 
   std::unique_ptr<Backend> backend_, oracle_, cpu_fp32_;
 };
@@ -780,15 +802,18 @@ TEST_P(BackendOps, Memory) {
   b.upload(a.data(), host.data(), 777 * sizeof(float));
   b.copy(c.data(), a.data(), 777 * sizeof(float));
   b.download(back.data(), c.data(), 777 * sizeof(float));
+  b.synchronize();
   EXPECT_EQ(back, host);
   b.fill_zero(c.data(), 777 * sizeof(float));
   b.download(back.data(), c.data(), 777 * sizeof(float));
+  b.synchronize();
   EXPECT_EQ(back, std::vector<float>(777, 0.0f));
   for (DType t : {b.act_dtype(), b.weight_dtype(), b.master_dtype()}) {
     DeviceBuffer typed(b, 777 * dtype_size(t));
     b.convert(typed.data(), t, a.data(), DType::F32, 777);
     b.convert(z.data(), DType::F32, typed.data(), t, 777);
     b.download(back.data(), z.data(), 777 * sizeof(float));
+    b.synchronize();
     for (size_t i = 0; i < host.size(); ++i) {
       const float want = t == DType::BF16 ? round_bf16(host[i]) : host[i];
       ASSERT_EQ(back[i], want) << dtype_name(t) << " round trip of element " << i;
@@ -878,7 +903,7 @@ TEST_P(BackendOps, AttentionForwardAndBackward) {
     // BERT-base: 12 heads of 64, sequences up to 128 in a budget of 384 tokens.
     Gen g(18);
     check(attention_case(g, {384, 128, 12, 64, false}, dropout_for(op, 0.1f), backward));
-    if (GetParam() == "cuda") {  // BERT-large: 16 heads of 64, sequences up to 512 (cuDNN's fused attention)
+    if (!backend_->capabilities().host_memory) {  // a GPU: BERT-large, 16 heads of 64, sequences up to 512
       Gen large(19);
       check(attention_case(large, {1024, 512, 16, 64, true}, dropout_for(op, 0.1f), backward));
     }
@@ -1009,10 +1034,8 @@ TEST(CudaBackendChoice, WithoutADeviceIsOneInputErrorLine) {
   const std::vector<std::string> here = available_backends();
   if (std::find(here.begin(), here.end(), "cuda") != here.end())
     GTEST_SKIP() << "a CUDA device is here, so the no-device path cannot be taken";
-  BackendOptions options;
-  options.name = "cuda";
   try {
-    make_backend(options);
+    make_backend(backend_spec("cuda"));
     FAIL() << "make_backend(\"cuda\") returned a backend with no device";
   } catch (const InputError& e) {
     const std::string what = e.what();
@@ -1057,8 +1080,23 @@ TEST(NaiveBf16Reference, RoundsWhereTheBackendKeepsBf16AndBoundsTheError) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, BackendOps, testing::Values("cpu", "cuda"),
-                         [](const testing::TestParamInfo<std::string>& info) { return info.param; });
+// Every backend of the registry but the oracle, whether this build or machine can run it or not (then: skipped),
+// and the CUDA backend once more with its own attention kernel in place of cuDNN's.
+std::vector<std::string> conformance_backends() {
+  std::vector<std::string> names;
+  for (const BackendInfo& b : backend_infos())
+    if (!b.oracle) names.push_back(b.name);
+  names.push_back("cuda:attention=kernel");
+  return names;
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, BackendOps, testing::ValuesIn(conformance_backends()),
+                         [](const testing::TestParamInfo<std::string>& info) {
+                           std::string name = info.param;
+                           for (char& ch : name)  // test names are letters, digits and '_'
+                             if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+                           return name;
+                         });
 
 }  // namespace
 }  // namespace bertperf

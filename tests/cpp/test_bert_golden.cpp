@@ -6,8 +6,9 @@
 
 #include <cmath>
 
+#include "backends/registry.h"
 #include "core/hdf5.h"
-#include "dist/reducer.h"
+#include "comm/reducer.h"
 #include "harness/train_step.h"
 #include "model/bert.h"
 #include "model/param_buffers.h"
@@ -86,7 +87,7 @@ struct Golden {
   BertConfig config = bert_config_from_json(Json::parse(file.attr_string("", "bert_config")), kGolden);
   TensorTable table = bert_parameter_table(config);
   Batch batch = compact(file);
-  std::unique_ptr<Backend> backend = make_backend({.name = "cpu"});
+  std::unique_ptr<Backend> backend = make_backend(backend_spec("cpu"));
 
   void load(FlatTensors& flat, const std::string& prefix) const {
     for (const TensorInfo& t : table.tensors()) {
@@ -116,6 +117,7 @@ struct Golden {
 std::vector<float> download_rows(Backend& backend, const void* src, int rows, int cols, int stride) {
   std::vector<float> all(size_t(rows) * stride), out;
   backend.download(all.data(), src, all.size() * sizeof(float));
+  backend.synchronize();
   for (int r = 0; r < rows; ++r) out.insert(out.end(), all.begin() + size_t(r) * stride, all.begin() + size_t(r) * stride + cols);
   return out;
 }
@@ -166,7 +168,7 @@ TEST(BertGolden, ThreeLambStepsMatchPyTorch) {
   BertModel model(*g.backend, g.config, g.table, g.batch.capacity);
   Lamb lamb(*g.backend, g.table, hp);
   const auto dist = DistContext::single();
-  const auto reducer = make_grad_reducer(*g.backend, *dist);
+  const auto reducer = make_grad_reducer(*g.backend, g.backend->master_dtype(), *dist);
   TrainStep step(*g.backend, model, params, lamb, *reducer, {}, g.batch.capacity);
   for (int s = 0; s < steps; ++s) {
     // The dump's model has no dropout, so the training step's forward is the reference's.

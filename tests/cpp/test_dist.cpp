@@ -1,4 +1,4 @@
-// The distributed context (dist/context.h) and the MPI gradient reducer: a world of one without a launcher; a
+// The distributed context (comm/context.h) and the MPI gradient reducer: a world of one without a launcher; a
 // launcher's environment refused by a build without MPI (test_dist_serial, this file over a context built without
 // MPI); and under `mpirun -np 2` (dist_probe.cpp): ranks, local ranks and nodes, all-reduce, broadcast and the
 // reducer against sums the probe computes itself, and one rank's bad input ending the whole job instead of leaving
@@ -18,8 +18,8 @@
 #include <sstream>
 
 #include "core/errors.h"
-#include "dist/context.h"
-#include "dist/reducer.h"
+#include "comm/context.h"
+#include "comm/reducer.h"
 #include "temp_dir.h"
 
 #ifdef BERTPERF_HAVE_NCCL
@@ -392,6 +392,37 @@ TEST(DistJob, ReducersUnderMpirun) {
 #endif
 }
 
+#ifdef BERTPERF_HAVE_NCCL
+// The device part of a GPU backend as far as a reducer needs it: CUDA events on the legacy default stream, which the
+// test's plain cudaMemcpy calls are ordered with.
+class DefaultStreamDevice final : public Device {
+ public:
+  DefaultStreamDevice() { caps_.asynchronous = true, caps_.host_memory = false; }
+  const Capabilities& capabilities() const override { return caps_; }
+  void* allocate(size_t, MemoryKind) override { throw InternalError("not used by the reducer"); }
+  void deallocate(void*, MemoryKind) noexcept override {}
+  void upload(void*, const void*, size_t) override { throw InternalError("not used by the reducer"); }
+  void download(void*, const void*, size_t) override { throw InternalError("not used by the reducer"); }
+  void copy(void*, const void*, size_t) override { throw InternalError("not used by the reducer"); }
+  void fill_zero(void*, size_t) override { throw InternalError("not used by the reducer"); }
+  void convert(void*, DType, const void*, DType, size_t) override { throw InternalError("not used by the reducer"); }
+  void synchronize() override { cudaDeviceSynchronize(); }
+  std::unique_ptr<Event> make_event() override { return std::make_unique<CudaEvent>(); }
+  void record(Event& e) override { cudaEventRecord(static_cast<cudaEvent_t>(e.native()), nullptr); }
+  void wait(Event& e) override { cudaStreamWaitEvent(nullptr, static_cast<cudaEvent_t>(e.native()), 0); }
+  void host_wait(Event& e) override { cudaEventSynchronize(static_cast<cudaEvent_t>(e.native())); }
+
+ private:
+  struct CudaEvent final : Event {
+    cudaEvent_t event = nullptr;
+    CudaEvent() { cudaEventCreateWithFlags(&event, cudaEventDisableTiming); }
+    ~CudaEvent() override { cudaEventDestroy(event); }
+    void* native() override { return event; }
+  };
+  Capabilities caps_;
+};
+#endif
+
 // The NCCL reducer on one GPU: a communicator of one rank, bucketed on its own stream, gives back what it was handed
 // (the sum over one rank) and sums partial norms. The device check runs it where a GPU is present.
 TEST(NcclReducer, OneGpuSmoke) {
@@ -401,9 +432,10 @@ TEST(NcclReducer, OneGpuSmoke) {
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) GTEST_SKIP() << "no CUDA device here";
   auto dist = DistContext::single();
+  DefaultStreamDevice device;
   const size_t n = 300001;
-  const auto reducer =
-      make_nccl_reducer(*dist, DType::F32, {.algorithm = ReduceAlgorithm::BUCKETED, .bucket_mb = 0.25}, 0, n);
+  const auto reducer = make_nccl_reducer(device, *dist, DType::F32,
+                                         {.algorithm = ReduceAlgorithm::BUCKETED, .bucket_mb = 0.25}, 0, n);
   EXPECT_NE(reducer->describe().find("over NCCL"), std::string::npos) << reducer->describe();
   std::vector<float> host(n);
   for (size_t i = 0; i < n; ++i) host[i] = static_cast<float>(i % 1013) * 0.37f - 100.0f;

@@ -15,9 +15,9 @@
 #include <string>
 #include <vector>
 
-#include "backends/backend.h"
+#include "backends/registry.h"
 #include "backends/cpu/cpu_backend.h"
-#include "dist/reducer.h"
+#include "comm/reducer.h"
 #include "harness/train_step.h"
 #include "model/batch_stage.h"
 #include "model/bert.h"
@@ -116,9 +116,7 @@ TEST(GpuStep, ForwardBackwardMatchesTheCpuBackend) {
   const BertConfig config = small_config(0.0f);
   const TensorTable table = bert_parameter_table(config);
   const Batch batch = packed_batch(8, config.vocab_size, 3);
-  BackendOptions cuda_options;
-  cuda_options.name = "cuda";
-  std::unique_ptr<Backend> cuda = make_backend(cuda_options), cpu = make_cpu_backend(DType::F32, 0);
+  std::unique_ptr<Backend> cuda = make_backend(backend_spec("cuda")), cpu = make_cpu_backend(DType::F32, 0);
   const Gradients got = forward_backward(*cuda, config, table, batch);
   const Gradients want = forward_backward(*cpu, config, table, batch);
   ASSERT_TRUE(std::isfinite(got.loss));
@@ -142,9 +140,7 @@ TEST(GpuStep, ForwardBackwardMatchesTheCpuBackend) {
 
 // The master weights after `steps` training steps (dropout on) from the parameters of seed 7.
 std::vector<float> train(const BertConfig& config, int steps, bool capture, bool* captured = nullptr) {
-  BackendOptions options;
-  options.name = "cuda";
-  std::unique_ptr<Backend> backend = make_backend(options);
+  std::unique_ptr<Backend> backend = make_backend(backend_spec("cuda"));
   const TensorTable table = bert_parameter_table(config);
   FlatTensors init(table);
   bert_init_parameters(init, config, 7);
@@ -157,7 +153,7 @@ std::vector<float> train(const BertConfig& config, int steps, bool capture, bool
   const Batch batches[2] = {packed_batch(8, config.vocab_size, 11), packed_batch(8, config.vocab_size, 12)};
   BertModel model(*backend, config, table, batches[0].capacity);
   auto dist = DistContext::single();
-  std::unique_ptr<GradReducer> reducer = make_grad_reducer(*backend, *dist);
+  std::unique_ptr<GradReducer> reducer = make_grad_reducer(*backend, backend->master_dtype(), *dist);
   TrainStep step(*backend, model, params, lamb, *reducer, {.seed = 5, .capture = capture}, batches[0].capacity);
   for (int i = 0; i < steps; ++i) {
     step.launch({&batches[i % 2]}, i);

@@ -11,6 +11,8 @@
 #include <map>
 #include <set>
 
+#include <hdf5.h>
+
 #include "harness/timed_run.h"
 #include "model/bert_params.h"
 
@@ -56,6 +58,7 @@ class ScriptedRun final : public TrainingRun {
     return r;
   }
   int64_t eval_sequences() const override { return eval_samples >= 0 ? eval_samples : config_.eval_samples; }
+  LibraryVersions library_versions() const override { return {{"Scripted BLAS", "1.2.3"}}; }
 
   int64_t eval_samples = -1;  // sequences each evaluation reports; -1: the benchmark's number
 
@@ -89,6 +92,7 @@ class TimedRunLog : public ::testing::Test {
     TimedRunOptions options;
     options.seed = seed;
     options.progress = false;
+    options.provenance = provenance_;
     auto factory = [&](const TrainConfig& c, uint64_t) {
       auto scripted = std::make_unique<ScriptedRun>(c, accuracies, nan_after_evals);
       scripted->eval_samples = eval_samples;
@@ -125,6 +129,9 @@ class TimedRunLog : public ::testing::Test {
   SystemDescription system_;
   fs::path dir_;
   std::vector<Line> lines_;
+  // What `bertperf run-once` hands every run (cli/build_info.h); the official checker must pass these lines too.
+  std::optional<RunProvenance> provenance_ =
+      RunProvenance{"0123456789abcdef0123456789abcdef01234567", false, "git", "benchmarks/bert/mlperf/a100_1x8.json"};
 };
 
 TEST_F(TimedRunLog, SuccessSequence) {
@@ -197,6 +204,57 @@ TEST_F(TimedRunLog, SuccessSequence) {
   EXPECT_EQ(find("epoch_stop")[0]->metadata["epoch_num"], 4 * 150080);
   EXPECT_LT(index_of("run_start"), index_of("epoch_start"));
   EXPECT_LT(index_of("block_stop"), index_of("epoch_stop"));
+}
+
+// Where the run comes from (harness/provenance.h): the build's commit and the config after the hyperparameters, the
+// library versions once the run is built, all before init_stop.
+TEST_F(TimedRunLog, ProvenanceLines) {
+  run("provenance", {0.7205});
+  const auto commit = find("bertperf_commit");
+  ASSERT_EQ(commit.size(), 1u);
+  EXPECT_EQ(commit[0]->value, "0123456789abcdef0123456789abcdef01234567");
+  EXPECT_EQ(commit[0]->metadata["dirty"], false);
+  EXPECT_EQ(commit[0]->metadata["source"], "git");
+  ASSERT_EQ(find("bertperf_config").size(), 1u);
+  EXPECT_EQ(find("bertperf_config")[0]->value, "benchmarks/bert/mlperf/a100_1x8.json");
+  const auto versions = find("bertperf_library_versions");
+  ASSERT_EQ(versions.size(), 1u);
+  const Value& v = versions[0]->value;
+  // The host's libraries first (HDF5 as this build's header names it), then the run's.
+  EXPECT_EQ(v["HDF5"], cat(H5_VERS_MAJOR, ".", H5_VERS_MINOR, ".", H5_VERS_RELEASE));
+  EXPECT_EQ(v["Scripted BLAS"], "1.2.3");
+  EXPECT_TRUE(v.contains("compiler"));
+  EXPECT_EQ(v.begin().key(), "HDF5");
+  EXPECT_EQ((--v.end()).key(), "Scripted BLAS");
+  const size_t init_stop = index_of("init_stop");
+  EXPECT_LT(index_of("max_samples"), index_of("bertperf_commit"));
+  EXPECT_LT(index_of("bertperf_config"), index_of("bertperf_library_versions"));
+  EXPECT_LT(index_of("bertperf_library_versions"), init_stop);
+
+  // Without provenance (a harness test, a library user): the versions alone.
+  provenance_.reset();
+  run("no_provenance", {0.7205});
+  EXPECT_TRUE(find("bertperf_commit").empty());
+  EXPECT_TRUE(find("bertperf_config").empty());
+  EXPECT_EQ(find("bertperf_library_versions").size(), 1u);
+}
+
+TEST(Provenance, ConfigPathsAreRelativeToTheRepositoryInsideIt) {
+  const fs::path repo = fs::temp_directory_path() / ("bertperf_test_provenance_" + std::to_string(::getpid()));
+  fs::create_directories(repo / "benchmarks" / "bert" / "mini");
+  std::ofstream(repo / "benchmarks" / "bert" / "mini" / "cpu_2c.json") << "{}";
+  const std::string inside = (repo / "benchmarks" / "bert" / "mini" / "cpu_2c.json").string();
+  EXPECT_EQ(config_for_log(inside, repo.string()), "benchmarks/bert/mini/cpu_2c.json");
+  EXPECT_EQ(config_for_log(inside, (repo / "").string()), "benchmarks/bert/mini/cpu_2c.json");
+  // Through a path with "..": the same file.
+  EXPECT_EQ(config_for_log((repo / "benchmarks" / ".." / "benchmarks" / "bert" / "mini" / "cpu_2c.json").string(),
+                           repo.string()),
+            "benchmarks/bert/mini/cpu_2c.json");
+  // Outside the repository (or no repository): the absolute path.
+  const fs::path other = repo.string() + "_other";
+  EXPECT_EQ(config_for_log(inside, other.string()), fs::weakly_canonical(inside).generic_string());
+  EXPECT_EQ(config_for_log(inside, ""), fs::weakly_canonical(inside).generic_string());
+  fs::remove_all(repo);
 }
 
 TEST_F(TimedRunLog, AbortsAtMaxSamples) {

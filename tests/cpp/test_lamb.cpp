@@ -9,7 +9,7 @@
 #include <random>
 #include <regex>
 
-#include "backends/backend.h"
+#include "backends/registry.h"
 #include "optim/lamb.h"
 #include "optim/lr_schedule.h"
 
@@ -136,7 +136,7 @@ struct LambRunner {
 
   LambRunner(const TensorTable& t, const LambHyperparams& hp, int threads = 0)
       : table(t),
-        backend(make_backend({.name = "cpu", .threads = threads})),
+        backend(make_backend(backend_spec("cpu", {cat("threads=", threads)}))),
         params(*backend, t.total_elements() * sizeof(float)),
         grads(*backend, t.total_elements() * sizeof(float)),
         scalars(*backend, sizeof(ops::StepScalars)),
@@ -152,11 +152,13 @@ struct LambRunner {
     backend->upload(scalars.data(), &s, sizeof s);
     lamb.update(params.data(), nullptr, grads.data(), nullptr, scalars.as<ops::StepScalars>(), lamb.chunks().all());
     backend->download(w.data(), params.data(), w.size() * sizeof(float));
+    backend->synchronize();
     ++updates;
   }
   FlatTensors moment(bool second) const {
     FlatTensors out(table);
     backend->download(out.data(), second ? lamb.v() : lamb.m(), out.size() * sizeof(float));
+    backend->synchronize();
     return out;
   }
 };
@@ -311,7 +313,7 @@ TEST(Lamb, ResultsDoNotDependOnThreadCount) {
 // The clip and accumulate ops on a CPU backend, over a host FlatTensors.
 struct OptimOps {
   const TensorTable& table;
-  std::unique_ptr<Backend> backend = make_backend({.name = "cpu"});
+  std::unique_ptr<Backend> backend = make_backend(backend_spec("cpu"));
   FlatChunks chunks{*backend, table};
   DeviceBuffer scalars{*backend, sizeof(ops::StepScalars)};
   ops::StepScalars* s = scalars.as<ops::StepScalars>();  // CPU memory: readable in place

@@ -1508,7 +1508,8 @@ TEST(CpuBackend, OpsForwardToTheirInstantiationAndMemoryIsHostMemory) {
   std::unique_ptr<Backend> cpu = make_cpu_backend(DType::F32, 0);
   EXPECT_EQ(cpu->name(), "cpu");
   EXPECT_EQ(cpu->act_dtype(), DType::F32);
-  EXPECT_FALSE(cpu->static_shapes());
+  EXPECT_FALSE(cpu->capabilities().static_shapes);
+  EXPECT_FALSE(cpu->capabilities().asynchronous);
   EXPECT_NE(cpu->describe().find("threads"), std::string::npos);
   std::vector<float> out1(N * C), out2(N * C), sum(N * C), m1(N), m2(N), r1(N), r2(N);
   ops::ResidualLayerNormForward p{out1.data(), sum.data(), m1.data(), r1.data(), x.data(), b.data(), x.data(),
@@ -1532,6 +1533,7 @@ TEST(CpuBackend, OpsForwardToTheirInstantiationAndMemoryIsHostMemory) {
   for (int i = 0; i < 100; ++i) ASSERT_EQ(a.as<double>()[i], static_cast<double>(host[i]));
   f64->convert(c.data(), DType::F32, a.data(), DType::F64, 100);
   f64->download(back.data(), c.data(), 100 * sizeof(float));
+  f64->synchronize();
   EXPECT_EQ(back, host);
   f64->fill_zero(c.data(), 100 * sizeof(float));
   EXPECT_EQ(c.as<float>()[99], 0.0f);

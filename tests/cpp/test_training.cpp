@@ -16,7 +16,7 @@
 #include <sstream>
 
 #include "data/reader.h"
-#include "dist/reducer.h"
+#include "comm/reducer.h"
 #include "harness/train_config.h"
 #include "harness/train_session.h"
 #include "harness/train_step.h"
@@ -158,7 +158,7 @@ struct StepParts {
         params(*backend, table),
         model(*backend, config.model, table, capacity),
         lamb(*backend, table, config.lamb),
-        reducer(make_grad_reducer(*backend, *dist)) {
+        reducer(make_grad_reducer(*backend, backend->master_dtype(), *dist)) {
     FlatTensors host(table);
     bert_init_parameters(host, config.model, 1);
     params.upload(host);

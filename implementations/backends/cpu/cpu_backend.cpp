@@ -1,8 +1,7 @@
 // The CPU backend (cpu_backend.h): CpuBackend<T> forwards every op to cpu::op<T> (cpu_ops.h), with T = float for
 // "cpu" and double for "cpu-f64"; activations, weights and master weights are all T. Device, host and pinned
 // memory are the same aligned host memory. This file and the kernels beside it are the only code that knows
-// OpenMP and OpenBLAS. (The dtype helpers of backend.cpp live in the library above this one, so they are not used
-// here.)
+// OpenMP and OpenBLAS.
 #include "backends/cpu/cpu_backend.h"
 
 #include <cblas.h>
@@ -10,7 +9,9 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "backends/cpu/cpu_ops.h"
@@ -32,6 +33,18 @@ int set_cpu_threads(int threads) {
   return omp_get_max_threads();
 }
 
+// The version of the OpenBLAS library loaded, from its configuration line ("OpenBLAS 0.3.21 DYNAMIC_ARCH ..."); the
+// header's version when the line says otherwise.
+std::string openblas_version() {
+  const std::string config = openblas_get_config();
+  const std::string prefix = "OpenBLAS ";
+  if (config.rfind(prefix, 0) == 0) return config.substr(prefix.size(), config.find(' ', prefix.size()) - prefix.size());
+  std::string header = OPENBLAS_VERSION;  // " OpenBLAS 0.3.21 "
+  header = header.substr(header.find_first_not_of(' '));
+  if (header.rfind(prefix, 0) == 0) header = header.substr(prefix.size());
+  return header.substr(0, header.find(' '));
+}
+
 template <typename T>
 class CpuBackend final : public Backend {
  public:
@@ -44,10 +57,21 @@ class CpuBackend final : public Backend {
     return cat(name(), ": ", kType == DType::F32 ? "fp32" : "fp64", " activations, weights and master weights; ", threads_,
                " OpenMP threads; ", openblas_get_config());
   }
+  std::vector<std::pair<std::string, std::string>> library_versions() const override {
+    return {{"OpenBLAS", openblas_version()}};
+  }
   DType act_dtype() const override { return kType; }
   DType weight_dtype() const override { return kType; }
   DType master_dtype() const override { return kType; }
-  bool static_shapes() const override { return false; }
+  // Synchronous: every call has done its work when it returns (events are already passed when recorded).
+  const Capabilities& capabilities() const override {
+    static const Capabilities caps{};
+    return caps;
+  }
+  std::unique_ptr<Event> make_event() override { return std::make_unique<Event>(); }
+  void record(Event&) override {}
+  void wait(Event&) override {}
+  void host_wait(Event&) override {}
 
   void* allocate(size_t bytes, MemoryKind) override {
     const size_t rounded = align_up(bytes == 0 ? 1 : bytes);
@@ -68,7 +92,7 @@ class CpuBackend final : public Backend {
   void convert(void* dst, DType dst_type, const void* src, DType src_type, size_t n) override {
     BERT_CHECK(dst_type != DType::BF16 && src_type != DType::BF16, "the CPU backend has no bf16 memory");
     if (dst_type == src_type) {
-      copy(dst, src, n * (dst_type == DType::F32 ? sizeof(float) : sizeof(double)));
+      copy(dst, src, n * dtype_size(dst_type));
     } else if (dst_type == DType::F64) {
       convert_elements(static_cast<double*>(dst), static_cast<const float*>(src), n);
     } else {

@@ -334,12 +334,11 @@ void check_shape(int N, int sequences, int max_seqlen, int heads, int head_dim, 
 
 // The implementation a shape runs on, decided at its first call (AUTO asks cuDNN once).
 bool use_cudnn(CudaContext& ctx, int N, int sequences, int max_seqlen, int heads, int head_dim, float prob) {
-  static const AttentionImpl forced = attention_impl_from_env();
-  if (forced == AttentionImpl::KERNEL) return false;
+  if (ctx.attention == AttentionImpl::KERNEL) return false;
   const bool head_ok = head_dim % 8 == 0 && head_dim <= kMaxHeadDim;
-  if (forced == AttentionImpl::CUDNN) {
-    BERT_CHECK(head_ok, "BERTPERF_CUDA_ATTENTION=cudnn, but cuDNN's SDPA takes head sizes that are multiples of 8 "
-               "up to 128, not ", head_dim);
+  if (ctx.attention == AttentionImpl::CUDNN) {
+    BERT_CHECK(head_ok, "attention \"cudnn\", but cuDNN's SDPA takes head sizes that are multiples of 8 up to 128, "
+               "not ", head_dim);
     return true;
   }
   return head_ok && cudnn_attention_supported(ctx, N, sequences, max_seqlen, heads, head_dim, prob);
@@ -360,16 +359,6 @@ AttentionSaved::AttentionSaved(int sequences, int max_seqlen, int heads) {
   ragged_ctx = take((static_cast<size_t>(sequences) + 1) * sizeof(int32_t));
   rng = take(2 * sizeof(int64_t));
   bytes = at;
-}
-
-AttentionImpl attention_impl_from_env() {
-  const char* v = std::getenv("BERTPERF_CUDA_ATTENTION");
-  if (!v || !*v) return AttentionImpl::AUTO;
-  const std::string s = v;
-  if (s == "cudnn") return AttentionImpl::CUDNN;
-  if (s == "kernel") return AttentionImpl::KERNEL;
-  if (s == "auto") return AttentionImpl::AUTO;
-  throw InputError("BERTPERF_CUDA_ATTENTION is '" + s + "'; expected cudnn, kernel or auto");
 }
 
 void attention_prepare(CudaContext& ctx, const ops::AttentionForward& p, const AttentionSaved& l) {

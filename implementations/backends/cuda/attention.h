@@ -15,5 +15,9 @@ void attention_backward(CudaContext& ctx, const ops::AttentionBackward& p);
 size_t attention_saved_bytes(int tokens, int sequences, int max_seqlen, int heads);
 // Bytes of AttentionBackward::workspace, shared by all layers.
 size_t attention_workspace_bytes(int tokens, int sequences, int max_seqlen, int heads);
+// Whether cuDNN's fused attention backward gives the same bits on every run on compute capability `sm`: its
+// deterministic dq reduction exists for ragged layouts on Hopper only (Ampere's ragged backward sums dq in a
+// varying order, and Blackwell refuses determinism with dropout). Our kernel is deterministic everywhere.
+inline bool cudnn_attention_deterministic(int sm) { return sm == 90; }
 
 }  // namespace bertperf::cuda

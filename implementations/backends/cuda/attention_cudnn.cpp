@@ -148,9 +148,10 @@ std::shared_ptr<fe::graph::Graph> backward_graph(const Shape& s, int sm) {
                      .set_seq_len_kv(in.seq_len)
                      .set_max_total_seq_len_q(s.N)
                      .set_max_total_seq_len_kv(s.N)
-                     // Bit-identical reruns need the deterministic dq reduction; cuDNN has it for ragged
-                     // layouts on Hopper only (on Ampere the backward's dq sums in a varying order).
-                     .set_deterministic_algorithm(sm >= 90);
+                     // Bit-identical reruns need the deterministic dq reduction, which cuDNN has for ragged
+                     // layouts on Hopper only (attention.h); elsewhere the graph is built without it rather than
+                     // refused, and the backend declares the op non-deterministic.
+                     .set_deterministic_algorithm(cudnn_attention_deterministic(sm));
   if (s.drop_prob > 0.0f) options.set_dropout(s.drop_prob, in.seed, in.offset);
   auto [dq, dk, dv] = g->sdpa_backward(in.q, in.k, in.v, o, dout, stats, options);
   const int64_t b = s.sequences, h = s.heads, S = s.max_seqlen, d = s.head_dim, H = h * d;
@@ -199,8 +200,7 @@ const Entry& entry(CudaContext& ctx, const Shape& s) {
 const Entry* usable(CudaContext& ctx, const Shape& s) {
   const Entry& e = entry(ctx, s);
   if (e.ok) return &e;
-  static const AttentionImpl forced = attention_impl_from_env();
-  BERT_CHECK(forced != AttentionImpl::CUDNN, "BERTPERF_CUDA_ATTENTION=cudnn, but ", e.why);
+  BERT_CHECK(ctx.attention != AttentionImpl::CUDNN, "attention \"cudnn\", but ", e.why);
   return nullptr;
 }
 

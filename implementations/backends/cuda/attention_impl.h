@@ -32,10 +32,6 @@ struct AttentionSaved {
   AttentionSaved(int sequences, int max_seqlen, int heads);
 };
 
-enum class AttentionImpl { AUTO, CUDNN, KERNEL };
-// BERTPERF_CUDA_ATTENTION=cudnn|kernel forces one implementation (the GPU tests run both); unset means AUTO.
-AttentionImpl attention_impl_from_env();
-
 // Writes seq_len, the ragged offsets and cuDNN's (seed, offset) for this call into `saved` (attention.cu).
 void attention_prepare(CudaContext& ctx, const ops::AttentionForward& p, const AttentionSaved& layout);
 // Rows [cu_seqlens[sequences], N) of x (N, cols) bf16 set to 0: the filler tokens (attention.cu).

@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "backends/cuda/attention.h"
 #include "backends/cuda/cross_entropy.h"
@@ -22,21 +24,26 @@ namespace bertperf {
 
 namespace {
 
-// The device of a local rank the launcher names, or 0.
-int local_rank_from_environment() {
-  for (const char* name : {"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID"}) {
-    const char* value = std::getenv(name);
-    if (value && *value) return std::atoi(value);
-  }
-  return 0;
-}
+// A CUDA event, made without timing (the cheapest kind, and the only kind a graph may record).
+class CudaEvent final : public Event {
+ public:
+  CudaEvent() { CUDA_CHECK(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming)); }
+  ~CudaEvent() override { cudaEventDestroy(event_); }
+  void* native() override { return event_; }
+
+ private:
+  cudaEvent_t event_ = nullptr;
+};
+
+cudaEvent_t cuda_event(Event& e) { return static_cast<cudaEvent_t>(e.native()); }
 
 class CudaBackend final : public Backend {
  public:
-  explicit CudaBackend(int device) {
+  CudaBackend(const CudaOptions& options, int local_rank) : options_(options) {
+    int device = options.device;
     const int count = cuda_device_count();
     if (count == 0) throw_input("backend", "cuda: there is no CUDA device here");
-    if (device < 0) device = local_rank_from_environment() % count;
+    if (device < 0) device = local_rank % count;
     if (device >= count)
       throw_input("backend", cat("cuda: device ", device, " does not exist (", count, " devices here)"));
     ctx_.device = device;
@@ -55,8 +62,21 @@ class CudaBackend final : public Backend {
     // cuBLASLt's advice: 32 MiB of workspace on Hopper, 4 MiB before it.
     ctx_.workspace_bytes = ctx_.sm >= 90 ? (size_t{32} << 20) : (size_t{4} << 20);
     CUDA_CHECK(cudaMalloc(&ctx_.workspace, ctx_.workspace_bytes));
-    const char* gelu = std::getenv("BERTPERF_CUDA_GELU");
-    own_gelu_ = gelu && std::strcmp(gelu, "kernel") == 0;
+    // Deterministic where cuDNN's attention backward is not: the kernel (cuda/attention.h).
+    ctx_.attention = options.deterministic && !cuda::cudnn_attention_deterministic(ctx_.sm) ? AttentionImpl::KERNEL
+                                                                                             : options.attention;
+    ctx_.attention_workspace_cap = static_cast<size_t>(options.attention_workspace_mb * 1048576.0);
+    own_gelu_ = options.gelu == GeluImpl::KERNEL;
+    caps_.static_shapes = true;
+    caps_.asynchronous = true;
+    caps_.capture = true;
+    caps_.host_memory = false;
+    // cuDNN's fused attention draws its own dropout masks, and its backward is deterministic only where
+    // cudnn_attention_deterministic says; the kernel is deterministic everywhere and draws ops.h's masks.
+    if (ctx_.attention != AttentionImpl::KERNEL) {
+      caps_.own_dropout_masks.add(ops::Op::ATTENTION_FORWARD).add(ops::Op::ATTENTION_BACKWARD);
+      if (!cuda::cudnn_attention_deterministic(ctx_.sm)) caps_.nondeterministic.add(ops::Op::ATTENTION_BACKWARD);
+    }
   }
 
   ~CudaBackend() override {
@@ -71,16 +91,28 @@ class CudaBackend final : public Backend {
   }
 
   std::string name() const override { return "cuda"; }
+  const Capabilities& capabilities() const override { return caps_; }
   std::string describe() const override {
     return cat("cuda: device ", ctx_.device, " ", device_name_, " (sm ", ctx_.sm, ", ", memory_gib_,
                " GiB); bf16 activations and weights, fp32 master weights; CUDA runtime ", CUDART_VERSION,
                ", cuBLASLt ", cublasLtGetVersion(), ", cuDNN ", cudnnGetVersion(),
                own_gelu_ ? "; GELU in own kernels" : "; GELU in cuBLASLt epilogues");
   }
+  // Versions of the libraries loaded (the driver's CUDA version as the driver reports it, 0.0 where there is none).
+  std::vector<std::pair<std::string, std::string>> library_versions() const override {
+    int driver = 0, runtime = 0;
+    cudaDriverGetVersion(&driver);
+    cudaRuntimeGetVersion(&runtime);
+    const auto major_minor = [](int v) { return cat(v / 1000, ".", v % 1000 / 10); };          // 1000 major + 10 minor
+    const auto three_part = [](size_t v) { return cat(v / 10000, ".", v % 10000 / 100, ".", v % 100); };  // 10000, 100
+    return {{"CUDA driver", major_minor(driver)},
+            {"CUDA", major_minor(runtime)},
+            {"cuBLASLt", three_part(cublasLtGetVersion())},
+            {"cuDNN", three_part(cudnnGetVersion())}};
+  }
   DType act_dtype() const override { return DType::BF16; }
   DType weight_dtype() const override { return DType::BF16; }
   DType master_dtype() const override { return DType::F32; }
-  bool static_shapes() const override { return true; }
 
   void* allocate(size_t bytes, MemoryKind kind) override {
     const size_t rounded = (bytes == 0 ? 1 : bytes + 255) / 256 * 256;
@@ -131,9 +163,7 @@ class CudaBackend final : public Backend {
     if (!is_pinned(src)) CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));
   }
   void download(void* dst, const void* src, size_t bytes) override {
-    if (bytes == 0) return;
-    CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, ctx_.stream));
-    CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));
+    if (bytes) CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, ctx_.stream));
   }
   void copy(void* dst, const void* src, size_t bytes) override {
     if (bytes) CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, ctx_.stream));
@@ -145,7 +175,10 @@ class CudaBackend final : public Backend {
     cuda::convert(ctx_, dst, dst_type, src, src_type, n);
   }
   void synchronize() override { CUDA_CHECK(cudaStreamSynchronize(ctx_.stream)); }
-  void* native_stream() override { return ctx_.stream; }
+  std::unique_ptr<Event> make_event() override { return std::make_unique<CudaEvent>(); }
+  void record(Event& e) override { CUDA_CHECK(cudaEventRecord(cuda_event(e), ctx_.stream)); }
+  void wait(Event& e) override { CUDA_CHECK(cudaStreamWaitEvent(ctx_.stream, cuda_event(e), 0)); }
+  void host_wait(Event& e) override { CUDA_CHECK(cudaEventSynchronize(cuda_event(e))); }
   std::unique_ptr<CapturedOps> capture(const std::function<void()>& issue) override {
     return cuda::capture_graph(ctx_, issue);
   }
@@ -196,6 +229,8 @@ class CudaBackend final : public Backend {
     return attr.type == cudaMemoryTypeHost;
   }
 
+  CudaOptions options_;
+  Capabilities caps_;
   cuda::CudaContext ctx_;
   std::string device_name_;
   double memory_gib_ = 0;
@@ -206,7 +241,9 @@ class CudaBackend final : public Backend {
 
 }  // namespace
 
-std::unique_ptr<Backend> make_cuda_backend(int device) { return std::make_unique<CudaBackend>(device); }
+std::unique_ptr<Backend> make_cuda_backend(const CudaOptions& options, int local_rank) {
+  return std::make_unique<CudaBackend>(options, local_rank);
+}
 
 int cuda_device_count() {
   int count = 0;

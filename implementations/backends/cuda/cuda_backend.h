@@ -6,12 +6,12 @@
 #include <memory>
 
 #include "backends/backend.h"
+#include "backends/cuda/cuda_options.h"
 
 namespace bertperf {
 
-// `device` -1 takes the local rank's device (LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_RANK or SLURM_LOCALID, modulo the
-// device count; 0 without one). InputError when there is no such device.
-std::unique_ptr<Backend> make_cuda_backend(int device);
+// options.device -1 takes device local_rank modulo the device count. InputError when there is no such device.
+std::unique_ptr<Backend> make_cuda_backend(const CudaOptions& options, int local_rank);
 // CUDA devices visible here; 0 when there is no driver or no device (never throws).
 int cuda_device_count();
 

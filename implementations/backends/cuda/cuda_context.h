@@ -9,6 +9,7 @@
 #include <cuda_runtime.h>
 #include <cudnn.h>
 
+#include "backends/cuda/cuda_options.h"
 #include "core/errors.h"
 
 namespace bertperf::cuda {
@@ -21,6 +22,9 @@ struct CudaContext {
   size_t workspace_bytes = 0;
   int device = 0;
   int sm = 0;                  // compute capability as 10 * major + minor: 80 (A100), 90 (H100/H200)
+  // The backend's options (cuda_options.h) the ops follow.
+  AttentionImpl attention = AttentionImpl::AUTO;
+  size_t attention_workspace_cap = 0;  // bytes cuDNN's attention backward may take
 };
 
 }  // namespace bertperf::cuda

@@ -105,8 +105,6 @@ void convert_from(CudaContext& ctx, D* dst, const void* src, DType src_type, siz
   CUDA_CHECK_LAUNCH();
 }
 
-size_t element_bytes(DType t) { return t == DType::F64 ? 8 : t == DType::F32 ? 4 : 2; }
-
 bool packs_fit(int cols, size_t ld, std::initializer_list<const void*> ptrs) {
   if (cols % 8 != 0 || ld % 8 != 0) return false;
   for (const void* p : ptrs)
@@ -163,7 +161,7 @@ void add_column_sums(CudaContext& ctx, DeviceScratch& scratch, float* sums, cons
 void convert(CudaContext& ctx, void* dst, DType dst_type, const void* src, DType src_type, size_t n) {
   if (n == 0) return;
   if (dst_type == src_type) {
-    CUDA_CHECK(cudaMemcpyAsync(dst, src, n * element_bytes(dst_type), cudaMemcpyDeviceToDevice, ctx.stream));
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, n * dtype_size(dst_type), cudaMemcpyDeviceToDevice, ctx.stream));
     return;
   }
   switch (dst_type) {

@@ -51,6 +51,9 @@ class DistContext {
   bool mpi() const { return mpi_; }
   // One line for logs: the ranks, nodes and MPI's thread support, or that this is a single process.
   std::string describe() const;
+  // The MPI library this build runs on ("Open MPI v4.1.4"), or "" in a build without MPI. Any time, even before
+  // MPI_Init.
+  static std::string mpi_library_version();
 
   // In-place sums over ranks of host memory.
   void allreduce_sum(double* data, size_t count);

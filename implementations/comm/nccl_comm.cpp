@@ -1,5 +1,5 @@
 // NCCL communicator, stream and events (nccl_comm.h).
-#include "backends/cuda/nccl/nccl_comm.h"
+#include "comm/nccl_comm.h"
 
 #include <cuda_runtime.h>
 #include <nccl.h>
@@ -26,13 +26,10 @@ static_assert(sizeof(ncclUniqueId) == sizeof(NcclId), "ncclUniqueId is 128 bytes
 
 struct NcclComm::Impl {
   ncclComm_t comm = nullptr;
-  cudaStream_t stream = nullptr, compute = nullptr;
-  cudaEvent_t ready = nullptr, done = nullptr;
+  cudaStream_t stream = nullptr;
   ~Impl() {
     if (stream) cudaStreamSynchronize(stream);
     if (comm) ncclCommDestroy(comm);
-    if (ready) cudaEventDestroy(ready);
-    if (done) cudaEventDestroy(done);
     if (stream) cudaStreamDestroy(stream);
   }
 };
@@ -50,31 +47,26 @@ int cuda_device_count() {
   return cudaGetDeviceCount(&devices) == cudaSuccess ? devices : 0;
 }
 
-NcclComm::NcclComm(const NcclId& id, int ranks, int rank, int device, void* compute_stream)
+NcclComm::NcclComm(const NcclId& id, int ranks, int rank, int device)
     : impl_(std::make_unique<Impl>()) {
   const int devices = cuda_device_count();
   if (device < 0) BERT_CUDA_CHECK(cudaGetDevice(&device));
   BERT_CHECK(device < devices, "CUDA device ", device, " is not one of the ", devices, " here");
   BERT_CUDA_CHECK(cudaSetDevice(device));
-  impl_->compute = static_cast<cudaStream_t>(compute_stream);
   ncclUniqueId nid;
   std::memcpy(&nid, id.data(), sizeof nid);
   BERT_NCCL_CHECK(ncclCommInitRank(&impl_->comm, ranks, nid, rank));
   BERT_CUDA_CHECK(cudaStreamCreateWithFlags(&impl_->stream, cudaStreamNonBlocking));
-  BERT_CUDA_CHECK(cudaEventCreateWithFlags(&impl_->ready, cudaEventDisableTiming));
-  BERT_CUDA_CHECK(cudaEventCreateWithFlags(&impl_->done, cudaEventDisableTiming));
 }
 
 NcclComm::~NcclComm() = default;
 
-void NcclComm::after_compute() {
-  BERT_CUDA_CHECK(cudaEventRecord(impl_->ready, impl_->compute));
-  BERT_CUDA_CHECK(cudaStreamWaitEvent(impl_->stream, impl_->ready, 0));
+void NcclComm::wait_for(void* cuda_event) {
+  BERT_CUDA_CHECK(cudaStreamWaitEvent(impl_->stream, static_cast<cudaEvent_t>(cuda_event), 0));
 }
 
-void NcclComm::before_compute() {
-  BERT_CUDA_CHECK(cudaEventRecord(impl_->done, impl_->stream));
-  BERT_CUDA_CHECK(cudaStreamWaitEvent(impl_->compute, impl_->done, 0));
+void NcclComm::record(void* cuda_event) {
+  BERT_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(cuda_event), impl_->stream));
 }
 
 void NcclComm::all_reduce(void* data, size_t count, DType type) {

@@ -1,6 +1,6 @@
 // Gradient reducers (reducer.h): the identity for one rank; MPI over host memory for several (all-reduce,
 // bucketed, hierarchical, sharded); NCCL over device memory in nccl_reducer.cpp.
-#include "dist/reducer.h"
+#include "comm/reducer.h"
 
 #include <algorithm>
 #include <climits>
@@ -15,7 +15,7 @@
 #include "core/errors.h"
 
 #ifdef BERTPERF_HAVE_MPI
-#include "dist/mpi_check.h"
+#include "comm/mpi_check.h"
 #endif
 
 namespace bertperf {
@@ -28,9 +28,6 @@ const char* reduce_algorithm_name(ReduceAlgorithm algorithm) {
   }
   return "unknown";
 }
-
-size_t element_bytes(DType type) { return type == DType::F64 ? 8 : type == DType::F32 ? 4 : 2; }
-const char* element_name(DType type) { return type == DType::F64 ? "fp64" : type == DType::F32 ? "fp32" : "bf16"; }
 
 std::vector<FlatRange> split_flat(size_t elements, const std::vector<int64_t>& cuts, int ranks) {
   BERT_CHECK(ranks > 0, "splitting a flat buffer among ", ranks, " ranks");
@@ -86,17 +83,23 @@ void allreduce(void* data, size_t count, DType type, MPI_Comm comm) {
   auto* bytes = static_cast<unsigned char*>(data);
   for (size_t done = 0; done < count; done += kChunk) {
     const int n = static_cast<int>(std::min(kChunk, count - done));
-    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, bytes + done * element_bytes(type), n, mpi_type(type), MPI_SUM, comm));
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, bytes + done * dtype_size(type), n, mpi_type(type), MPI_SUM, comm));
   }
 }
 
 // The MPI reducers over host memory. Every one works on its own duplicate of MPI_COMM_WORLD, so its collectives
-// (on a communication thread, too) never interleave with the context's.
+// (on a communication thread, too) never interleave with the context's. On an asynchronous backend, MPI touches a
+// range only once the backend's work on it has passed: a bucket's event, recorded when ready() reports it, is
+// waited for before its all-reduce; finish, sum and gather wait for all the work issued before them.
 class MpiReducer final : public GradReducer {
  public:
-  MpiReducer(DistContext& dist, DType type, const ReductionOptions& options, size_t elements,
+  MpiReducer(Device* device, DistContext& dist, DType type, const ReductionOptions& options, size_t elements,
              const std::vector<int64_t>& cuts)
-      : type_(type), options_(options), elements_(elements), esize_(element_bytes(type)) {
+      : device_(device && device->capabilities().asynchronous ? device : nullptr),
+        type_(type),
+        options_(options),
+        elements_(elements),
+        esize_(dtype_size(type)) {
     MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &comm_));
     MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
     MPI_CHECK(MPI_Comm_size(comm_, &size_));
@@ -115,6 +118,8 @@ class MpiReducer final : public GradReducer {
       pending_.resize(buckets_.size());
       started_.resize(buckets_.size());
       requests_.assign(buckets_.size(), MPI_REQUEST_NULL);
+      if (device_)
+        for (size_t b = 0; b < buckets_.size(); ++b) written_.push_back(device_->make_event());
       reset_buckets();
       int provided = MPI_THREAD_SINGLE;
       MPI_CHECK(MPI_Query_thread(&provided));
@@ -173,13 +178,17 @@ class MpiReducer final : public GradReducer {
   void finish(void* grads, size_t count) override {
     if (elements_ > 0)
       BERT_CHECK(count == elements_, "the reducer was built for ", elements_, " elements, handed ", count);
+    settle();
     if (!parts_.empty()) return reduce_scatter(grads);
     if (!buckets_.empty()) return finish_buckets(grads);
     if (local_ != MPI_COMM_NULL) return hierarchical(grads, count);
     allreduce(grads, count, type_, comm_);
   }
 
-  void sum(double* values, size_t count) override { allreduce(values, count, DType::F64, comm_); }
+  void sum(double* values, size_t count) override {
+    settle();
+    allreduce(values, count, DType::F64, comm_);
+  }
 
   const std::vector<FlatRange>& parts() const override {
     static const std::vector<FlatRange> none;
@@ -189,12 +198,13 @@ class MpiReducer final : public GradReducer {
 
   void gather(void* data, DType type) override {
     if (parts_.empty()) return;
+    settle();
     MPI_CHECK(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, counts_.data(), displs_.data(),
                              mpi_type(type), comm_));
   }
 
   std::string describe() const override {
-    const std::string dt = element_name(type_);
+    const std::string dt = dtype_name(type_);
     if (!parts_.empty())
       return cat("sharded (ZeRO-1) over MPI, ", dt, ": reduce-scatter into ", size_, " parts, this rank's ",
                  parts_[rank_].size(), " of ", elements_, " elements; all-gather of the parameters");
@@ -210,6 +220,11 @@ class MpiReducer final : public GradReducer {
   }
 
  private:
+  // Waits for the backend's work issued so far (host memory is final after it).
+  void settle() {
+    if (device_) device_->synchronize();
+  }
+
   void reset_buckets() {
     for (size_t b = 0; b < buckets_.size(); ++b) {
       pending_[b] = buckets_[b].size();
@@ -221,13 +236,16 @@ class MpiReducer final : public GradReducer {
     started_[b] = true;
     unsigned char* data = grads_ + buckets_[b].begin * esize_;
     const int n = mpi_count(buckets_[b].size(), "a bucket");
+    Event* written = device_ ? written_[b].get() : nullptr;
+    if (written) device_->record(*written);
     if (threaded_) {
       {
         std::lock_guard<std::mutex> lock(mutex_);
-        queue_.push_back({data, n});
+        queue_.push_back({data, n, written});
       }
       wake_.notify_all();
     } else {
+      if (written) device_->host_wait(*written);
       MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, data, n, mpi_type(type_), MPI_SUM, comm_, &requests_[b]));
     }
   }
@@ -263,6 +281,7 @@ class MpiReducer final : public GradReducer {
       lock.unlock();
       std::exception_ptr failed;
       try {
+        if (job.written) device_->host_wait(*job.written);
         allreduce(job.data, static_cast<size_t>(job.count), type_, comm_);
       } catch (...) {
         failed = std::current_exception();
@@ -292,8 +311,10 @@ class MpiReducer final : public GradReducer {
   struct Job {
     void* data;
     int count;
+    Event* written;  // the backend's work on the bucket has passed it (null: nothing to wait for)
   };
 
+  Device* device_;  // an asynchronous backend whose work writes the buffers, or null
   DType type_;
   ReductionOptions options_;
   size_t elements_, esize_;
@@ -307,6 +328,7 @@ class MpiReducer final : public GradReducer {
   std::vector<size_t> pending_;        // elements not yet reported ready, per bucket
   std::vector<bool> started_;
   std::vector<MPI_Request> requests_;  // polling mode
+  std::vector<std::unique_ptr<Event>> written_;  // per bucket, on an asynchronous backend
   unsigned char* grads_ = nullptr;
   bool threaded_ = false;
   std::thread worker_;
@@ -321,35 +343,37 @@ class MpiReducer final : public GradReducer {
 
 }  // namespace
 
-std::unique_ptr<GradReducer> make_mpi_reducer(DistContext& dist, DType type, const ReductionOptions& options,
-                                              size_t elements, const std::vector<int64_t>& cuts) {
+std::unique_ptr<GradReducer> make_mpi_reducer(Device* device, DistContext& dist, DType type,
+                                              const ReductionOptions& options, size_t elements,
+                                              const std::vector<int64_t>& cuts) {
   if (type != DType::F32 && type != DType::F64)
     throw InternalError("the MPI gradient reducer sums fp32 or fp64 gradients, not bf16");
 #ifdef BERTPERF_HAVE_MPI
-  if (dist.mpi()) return std::make_unique<MpiReducer>(dist, type, options, elements, cuts);
+  if (dist.mpi()) return std::make_unique<MpiReducer>(device, dist, type, options, elements, cuts);
+#else
+  (void)device;
 #endif
   BERT_CHECK(dist.size() == 1, "an MPI reducer for ", dist.size(), " ranks without MPI");
   return std::make_unique<IdentityReducer>();
 }
 
-std::unique_ptr<GradReducer> make_grad_reducer(Backend& backend, DistContext& dist, const ReductionOptions& options,
-                                               size_t elements, const std::vector<int64_t>& cuts) {
+std::unique_ptr<GradReducer> make_grad_reducer(Device& device, DType type, DistContext& dist,
+                                               const ReductionOptions& options, size_t elements,
+                                               const std::vector<int64_t>& cuts) {
   if (dist.size() == 1) return std::make_unique<IdentityReducer>();
-  // The CPU backends' device memory is host memory, which MPI reads directly.
-  const std::string name = backend.name();
-  if (name == "cpu" || name == "cpu-f64")
-    return make_mpi_reducer(dist, backend.master_dtype(), options, elements, cuts);
+  // Host memory (the CPU backends'), MPI reads directly.
+  if (device.capabilities().host_memory) return make_mpi_reducer(&device, dist, type, options, elements, cuts);
   if (!nccl_built())
-    throw InternalError(cat("reducing gradients in ", name, " device memory across ", dist.size(),
+    throw InternalError(cat("reducing gradients in GPU memory across ", dist.size(),
                             " ranks needs the NCCL reducer, and this build has no NCCL"));
   if (options.shard_optimizer)
     throw_input("distributed: reduction", "shard_optimizer is not built for the NCCL reducer yet");
-  // Device -1: the current one, which the backend set when it was made.
-  return make_nccl_reducer(dist, backend.master_dtype(), options, -1, elements, backend.native_stream());
+  // CUDA device -1: the current one, which the backend set when it was made.
+  return make_nccl_reducer(device, dist, type, options, -1, elements);
 }
 
-std::unique_ptr<GradReducer> make_grad_reducer(Backend& backend, DistContext& dist) {
-  return make_grad_reducer(backend, dist, {}, 0, {});
+std::unique_ptr<GradReducer> make_grad_reducer(Device& device, DType type, DistContext& dist) {
+  return make_grad_reducer(device, type, dist, {}, 0, {});
 }
 
 }  // namespace bertperf

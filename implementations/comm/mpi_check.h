@@ -1,4 +1,4 @@
-// MPI_CHECK, the MPI member of the one check family (core/errors.h), for the files of dist/ that call MPI. The
+// MPI_CHECK, the MPI member of the one check family (core/errors.h), for the files of comm/ that call MPI. The
 // context makes MPI return error codes instead of aborting (MPI_ERRORS_RETURN on MPI_COMM_WORLD), so a failed call
 // becomes an InternalError with the call, file, line and MPI's own message.
 #pragma once

@@ -1,7 +1,10 @@
 // Gradient reduction across data-parallel ranks: the sum of every rank's gradient buffer, in place. The training
 // step (harness/train_step.h) tells a reducer which ranges of the flat gradient buffer are final as the backward
 // produces them (ready), so a reducer can start on them while the backward goes on, then waits for the whole sum
-// (finish). A reducer works on backend memory: MPI for host gradients, NCCL for device gradients.
+// (finish). A reducer works on backend memory: MPI where the backend's memory is host memory, NCCL where it is a
+// GPU's (Capabilities::host_memory). It is ordered with the backend's work through the backend's events: ready()
+// may come before the backward's ops that write the range have run (an asynchronous backend), and finish() leaves
+// work the backend issues later ordered after the sum.
 //
 // The algorithms (the config's "distributed": {"reduction": ...} block, harness/train_config.h):
 //   allreduce     one all-reduce of the whole buffer at finish;
@@ -19,18 +22,16 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
-#include "backends/backend.h"
-#include "dist/context.h"
+#include "backends/device.h"
+#include "comm/context.h"
 
 namespace bertperf {
 
 enum class ReduceAlgorithm : uint8_t { ALLREDUCE, BUCKETED, HIERARCHICAL };
 const char* reduce_algorithm_name(ReduceAlgorithm algorithm);
-// dtype_size and dtype_name without linking a backend (this layer links none).
-size_t element_bytes(DType type);
-const char* element_name(DType type);
 
 struct ReductionOptions {
   ReduceAlgorithm algorithm = ReduceAlgorithm::ALLREDUCE;
@@ -71,25 +72,28 @@ class GradReducer {
   virtual void gather(void* data, DType type) {}
   // One line for logs: the algorithm, buckets, thread or polling, parts.
   virtual std::string describe() const = 0;
+  // The libraries it runs on beside the context's MPI, as (name, version): NCCL where it is NCCL's.
+  virtual std::vector<std::pair<std::string, std::string>> library_versions() const { return {}; }
 };
 
-// The reducer for a job of a flat buffer of `elements` (F), whose sharded update may be cut at `cuts`: the identity
-// for one rank; for several, MPI over host memory (the CPU backends) in the master dtype, or NCCL over device
-// memory where NCCL is built (InternalError where it is not).
-std::unique_ptr<GradReducer> make_grad_reducer(Backend& backend, DistContext& dist, const ReductionOptions& options,
-                                               size_t elements, const std::vector<int64_t>& cuts);
+// The reducer for a job of a flat buffer of `elements` of `type` (the backend's master dtype) in `device`'s
+// memory, whose sharded update may be cut at `cuts`: the identity for one rank; for several, MPI over host memory,
+// or NCCL over GPU memory where NCCL is built (InternalError where it is not).
+std::unique_ptr<GradReducer> make_grad_reducer(Device& device, DType type, DistContext& dist,
+                                               const ReductionOptions& options, size_t elements,
+                                               const std::vector<int64_t>& cuts);
 // The plain all-reduce, for callers without a layout (the step benchmark, tools).
-std::unique_ptr<GradReducer> make_grad_reducer(Backend& backend, DistContext& dist);
-// The MPI reducer over host memory of `type` (F32 or F64; InternalError otherwise), for backends whose ops have
-// finished writing that memory when they return (the CPU's run synchronously).
-std::unique_ptr<GradReducer> make_mpi_reducer(DistContext& dist, DType type, const ReductionOptions& options = {},
-                                              size_t elements = 0, const std::vector<int64_t>& cuts = {});
-// The NCCL reducer over device memory of `type` (F32 or BF16) on CUDA device `device` (-1: the current one),
-// bucketed (for a buffer of `elements`) on its own CUDA stream, with the communicator's unique id broadcast over MPI.
-// `compute_stream` (Backend::native_stream) is the stream the gradients are written on. InternalError where NCCL
-// is not built (nccl_built()).
-std::unique_ptr<GradReducer> make_nccl_reducer(DistContext& dist, DType type, const ReductionOptions& options,
-                                               int device, size_t elements, void* compute_stream = nullptr);
+std::unique_ptr<GradReducer> make_grad_reducer(Device& device, DType type, DistContext& dist);
+// The MPI reducer over host memory of `type` (F32 or F64; InternalError otherwise), written by `device`'s work
+// (null: plain host memory, final whenever the reducer is called).
+std::unique_ptr<GradReducer> make_mpi_reducer(Device* device, DistContext& dist, DType type,
+                                              const ReductionOptions& options = {}, size_t elements = 0,
+                                              const std::vector<int64_t>& cuts = {});
+// The NCCL reducer over `device`'s memory of `type` (F32 or BF16) on CUDA device `cuda_device` (-1: the current
+// one), bucketed (for a buffer of `elements`) on its own CUDA stream, with the communicator's unique id broadcast
+// over MPI. InternalError where NCCL is not built (nccl_built()).
+std::unique_ptr<GradReducer> make_nccl_reducer(Device& device, DistContext& dist, DType type,
+                                               const ReductionOptions& options, int cuda_device, size_t elements);
 bool nccl_built();
 
 }  // namespace bertperf

@@ -1,5 +1,5 @@
 // The distributed context (context.h): MPI when built in and launched by mpirun or srun, a world of one otherwise.
-#include "dist/context.h"
+#include "comm/context.h"
 
 #include <unistd.h>
 
@@ -19,7 +19,7 @@
 #include "core/errors.h"
 
 #ifdef BERTPERF_HAVE_MPI
-#include "dist/mpi_check.h"
+#include "comm/mpi_check.h"
 #endif
 
 namespace bertperf {
@@ -323,6 +323,22 @@ std::string DistContext::describe() const {
   return cat("MPI, ", size_, " rank", size_ == 1 ? "" : "s", " on ", nodes_, " node", nodes_ == 1 ? "" : "s",
              ", thread support ", thread_level_, "; this is rank ", rank_, ", local rank ", local_rank_, " of ",
              local_size_, " on node ", node_, " (", host_, ")");
+}
+
+std::string DistContext::mpi_library_version() {
+#ifdef BERTPERF_HAVE_MPI
+  // "Open MPI v4.1.4, package: Debian OpenMPI, ident: 4.1.4, ..." -> "Open MPI v4.1.4" (the text before the first
+  // comma or line break). MPI allows the call before MPI_Init and after MPI_Finalize.
+  char text[MPI_MAX_LIBRARY_VERSION_STRING] = {0};
+  int length = 0;
+  if (MPI_Get_library_version(text, &length) != MPI_SUCCESS) return "unknown";
+  std::string version(text, static_cast<size_t>(std::max(0, length)));
+  version = version.substr(0, version.find_first_of(",\n"));
+  while (!version.empty() && (version.back() == ' ' || version.back() == '\0')) version.pop_back();
+  return version.empty() ? "unknown" : version;
+#else
+  return "";
+#endif
 }
 
 void DistContext::allreduce_sum(double* data, size_t count) {

@@ -1,0 +1,140 @@
+// The device part of a backend (backend.h): its memory kinds, copies, the order work runs in (events), what it can
+// do (capabilities), and capture. The communication layer (comm/) sees a backend only through this part; the model
+// sees the op vocabulary too.
+//
+// Asynchrony is explicit. A backend may run ops, copies and fills after they are issued, in issue order on one
+// queue (a CUDA stream; cpu-async's worker thread); Capabilities::asynchronous says whether it does. Then:
+//  - upload from PINNED memory reads the host buffer when the copy runs: the host must not rewrite it before an
+//    event recorded after the upload has completed (host_wait). An upload from any other host memory has read it
+//    when upload returns.
+//  - download lands in host memory when it runs: the host reads it only after an event recorded after the download
+//    has completed, or after synchronize(). (On a synchronous backend both hold at once.)
+//  - deallocate waits for the work issued before it that may touch the memory.
+// An Event marks a point in a backend's queue: record() places it after everything issued so far, wait() makes
+// work issued later start after it (also when it was recorded on another queue through native()), host_wait()
+// blocks the calling thread until it has passed. Events are made once, outside the step (make_event allocates).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <utility>
+
+#include "backends/ops.h"
+
+namespace bertperf {
+
+// Element types of backend memory.
+enum class DType : uint8_t { F32, F64, BF16 };
+constexpr size_t dtype_size(DType type) { return type == DType::F64 ? 8 : type == DType::F32 ? 4 : 2; }
+constexpr const char* dtype_name(DType type) {
+  return type == DType::F64 ? "fp64" : type == DType::F32 ? "fp32" : "bf16";
+}
+
+// DEVICE: where ops run (plain host memory on a CPU backend). HOST: pageable host memory. PINNED: page-locked host
+// memory, for copies that overlap with compute.
+enum class MemoryKind : uint8_t { DEVICE, HOST, PINNED };
+
+// What a backend can do, fixed when it is built.
+struct Capabilities {
+  bool static_shapes = false;  // every batch runs at its full capacity (a captured step replays one shape)
+  bool asynchronous = false;   // work runs after it is issued (see above); false: done when the call returns
+  bool capture = false;        // capture() records work for replay
+  bool host_memory = true;     // DEVICE memory is host memory, which host code (MPI) may read and write once the
+                               // work that touches it has completed
+  // Ops whose results may differ between two runs on the same inputs (a library's non-deterministic algorithm);
+  // every other op gives the same bits every time.
+  ops::OpMask nondeterministic;
+  // Ops whose dropout masks come from the backend's own generator rather than core/philox.h (a fused library kernel
+  // with its own RNG): same rate and scale, other masks.
+  ops::OpMask own_dropout_masks;
+};
+
+// A point in a backend's queue of work (see above).
+class Event {
+ public:
+  virtual ~Event() = default;
+  // The backend's own handle (a cudaEvent_t), for a library that orders another queue with it; null where none.
+  virtual void* native() { return nullptr; }
+};
+
+// Work recorded once and replayed with the same pointers and sizes (a CUDA graph); what it reads from backend memory
+// (the step's scalars, a staged batch) may change between replays.
+class CapturedOps {
+ public:
+  virtual ~CapturedOps() = default;
+  virtual void replay() = 0;  // issued like any op
+};
+
+class Device {
+ public:
+  virtual ~Device() = default;
+  Device() = default;
+  Device(const Device&) = delete;
+  Device& operator=(const Device&) = delete;
+
+  virtual const Capabilities& capabilities() const = 0;
+
+  // ---- memory and copies ----
+  // Aligned to 256 bytes; zero-filled. Throws InputError when the memory is not there.
+  virtual void* allocate(size_t bytes, MemoryKind kind) = 0;
+  virtual void deallocate(void* p, MemoryKind kind) noexcept = 0;
+  virtual void upload(void* dst, const void* src, size_t bytes) = 0;    // host (HOST or PINNED) -> DEVICE
+  virtual void download(void* dst, const void* src, size_t bytes) = 0;  // DEVICE -> host
+  virtual void copy(void* dst, const void* src, size_t bytes) = 0;      // DEVICE -> DEVICE
+  virtual void fill_zero(void* p, size_t bytes) = 0;                    // DEVICE
+  // dst[i] = src[i] converted, n elements of DEVICE memory (round to nearest even, once).
+  virtual void convert(void* dst, DType dst_type, const void* src, DType src_type, size_t n) = 0;
+  // Waits for every piece of work issued so far.
+  virtual void synchronize() = 0;
+
+  // ---- order ----
+  virtual std::unique_ptr<Event> make_event() = 0;
+  virtual void record(Event& event) = 0;
+  virtual void wait(Event& event) = 0;
+  virtual void host_wait(Event& event) = 0;
+
+  // Records the work `issue` makes, without running it, for replay; null where the backend cannot
+  // (capabilities().capture false). Inside `issue`: ops, fill_zero, copy and events only; no allocation, upload,
+  // download or synchronize, and every op at a shape it has run at before (libraries plan on a shape's first call).
+  virtual std::unique_ptr<CapturedOps> capture(const std::function<void()>& issue) { return nullptr; }
+};
+
+// One allocation of device memory, released with its owner.
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  DeviceBuffer(Device& device, size_t bytes, MemoryKind kind = MemoryKind::DEVICE)
+      : device_(&device), data_(device.allocate(bytes, kind)), bytes_(bytes), kind_(kind) {}
+  ~DeviceBuffer() { reset(); }
+  DeviceBuffer(DeviceBuffer&& o) noexcept { *this = std::move(o); }
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
+    if (this != &o) {
+      reset();
+      std::swap(device_, o.device_);
+      std::swap(data_, o.data_);
+      std::swap(bytes_, o.bytes_);
+      std::swap(kind_, o.kind_);
+    }
+    return *this;
+  }
+  void reset() noexcept {
+    if (data_) device_->deallocate(data_, kind_);
+    data_ = nullptr;
+    bytes_ = 0;
+  }
+
+  void* data() const { return data_; }
+  template <typename T>
+  T* as() const { return static_cast<T*>(data_); }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  Device* device_ = nullptr;
+  void* data_ = nullptr;
+  size_t bytes_ = 0;
+  MemoryKind kind_ = MemoryKind::DEVICE;
+};
+
+}  // namespace bertperf

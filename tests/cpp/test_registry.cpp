@@ -1,0 +1,87 @@
+// The backend registry (backends/registry.h): a config's "backend" block is read strictly by the backend it names,
+// on any machine (a GPU config is checked where there is no GPU), and what the harness asks of a backend without
+// building one (dtypes, where its memory lives) matches the backend once built.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backends/registry.h"
+#include "core/errors.h"
+
+namespace bertperf {
+namespace {
+
+// The InputError message of `f`, or "" when it does not throw one.
+template <typename F>
+std::string input_error(F&& f) {
+  try {
+    f();
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(BackendRegistry, ReadsEachBackendsOwnOptions) {
+  const BackendSpec cuda = parse_backend_spec(
+      Json::parse(R"({"name": "cuda", "attention": "kernel", "gelu": "kernel", "deterministic": true,
+                      "attention_workspace_mb": 512, "device": 1, "capture": false})"),
+      "c.json: backend");
+  EXPECT_EQ(cuda.name, "cuda");
+  EXPECT_FALSE(cuda.capture);
+  EXPECT_EQ(cuda.options.size(), 5u);  // the backend's own fields, "name" and "capture" taken out
+  const BackendSpec cpu = backend_spec("cpu", {"threads=3"});
+  EXPECT_EQ(cpu.options.at("threads"), 3);
+  EXPECT_TRUE(cpu.capture);
+}
+
+TEST(BackendRegistry, BadBlocksAreOneLineNamingTheFieldAndTheFile) {
+  const auto parse = [](const char* text) { return parse_backend_spec(Json::parse(text), "c.json: backend"); };
+  const std::string unknown_backend = input_error([&] { parse(R"({"name": "tpu"})"); });
+  EXPECT_NE(unknown_backend.find("c.json: backend: unknown backend 'tpu' (cpu, cpu-f64, cuda"), std::string::npos)
+      << unknown_backend;
+  const std::string bad_value = input_error([&] { parse(R"({"name": "cuda", "attention": "flash"})"); });
+  EXPECT_NE(bad_value.find("c.json: backend: field 'attention' must be"), std::string::npos) << bad_value;
+  const std::string other_backends_option = input_error([&] { parse(R"({"name": "cpu", "device": 0})"); });
+  EXPECT_NE(other_backends_option.find("c.json: backend"), std::string::npos) << other_backends_option;
+  EXPECT_NE(other_backends_option.find("device"), std::string::npos) << other_backends_option;
+  const std::string bad_type = input_error([&] { parse(R"({"name": "cpu", "threads": "two"})"); });
+  EXPECT_NE(bad_type.find("field 'threads' must be an integer"), std::string::npos) << bad_type;
+  const std::string negative = input_error([&] { parse(R"({"name": "cpu", "threads": -1})"); });
+  EXPECT_NE(negative.find("threads"), std::string::npos) << negative;
+  const std::string no_name = input_error([&] { parse(R"({"threads": 2})"); });
+  EXPECT_NE(no_name.find("missing field 'name'"), std::string::npos) << no_name;
+  const std::string not_key_value = input_error([] { backend_spec("cpu", {"threads"}); });
+  EXPECT_NE(not_key_value.find("KEY=VALUE"), std::string::npos) << not_key_value;
+  for (const std::string& m : {unknown_backend, bad_value, other_backends_option, bad_type, negative, no_name})
+    EXPECT_EQ(m.find('\n'), std::string::npos) << m;
+}
+
+TEST(BackendRegistry, WhatIsKnownBeforeBuildingMatchesTheBuiltBackend) {
+  bool saw_oracle = false;
+  for (const BackendInfo& info : backend_infos()) {
+    EXPECT_EQ(&backend_info(info.name, "test"), &backend_info(info.name, "test"));
+    saw_oracle = saw_oracle || info.oracle;
+    const std::vector<std::string> here = available_backends();
+    const bool runs_here = info.oracle || std::find(here.begin(), here.end(), info.name) != here.end();
+    if (!runs_here) continue;  // not built, or no device for it
+    const std::unique_ptr<Backend> backend = make_backend(backend_spec(info.name));
+    EXPECT_EQ(backend->name(), info.name);
+    EXPECT_EQ(backend->act_dtype(), info.act) << info.name;
+    EXPECT_EQ(backend->weight_dtype(), info.weight) << info.name;
+    EXPECT_EQ(backend->master_dtype(), info.master) << info.name;
+    EXPECT_EQ(backend->capabilities().host_memory, info.host_memory) << info.name;
+    // A backend that can capture replays one shape.
+    EXPECT_TRUE(!backend->capabilities().capture || backend->capabilities().static_shapes) << info.name;
+  }
+  EXPECT_TRUE(saw_oracle);
+  const std::vector<std::string> here = available_backends();
+  EXPECT_NE(std::find(here.begin(), here.end(), "cpu"), here.end());
+  EXPECT_EQ(std::find(here.begin(), here.end(), "cpu-f64"), here.end()) << "the oracle is not among the tested";
+}
+
+}  // namespace
+}  // namespace bertperf
