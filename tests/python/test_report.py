@@ -547,6 +547,32 @@ def test_no_regression_against_itself(org, capsys):
 
 
 @needs_shared
+def test_sets_of_one_system_are_named_by_their_trees(capsys, tmp_path):
+    """A rerun beside its baseline: each set says which tree it is, in the tables and in the plots."""
+    from bertperf_compliance.report.plots import _accuracy_figure, _throughput_figure, _time_figure
+    original = RESULTS / "v4.0" / "NVIDIA"
+    rerun = _slowed_copy(original, tmp_path / "rerun", 1.0)
+    labels = [f"NVIDIA/h200_ngc23.09_pytorch ({original})", f"NVIDIA/h200_ngc23.09_pytorch ({rerun})"]
+    status, out, _ = run_report([original, rerun, "--format", "json"], capsys)
+    assert status == 0
+    doc = json.loads(out)
+    assert [s["label"] for s in doc["systems"]] == labels
+    (comparison,) = doc["comparisons"]
+    assert (comparison["baseline"], comparison["candidate"]) == tuple(labels)
+    status, out, _ = run_report([original, rerun, "--format", "markdown"], capsys)
+    assert all(out.count(label) >= 2 for label in labels) and "#1" not in out and "#2" not in out
+    sets = find_result_sets([str(original), str(rerun)])
+    for figure in (_time_figure(sets), _throughput_figure(sets)):
+        ticks = [t.get_text() for t in figure.axes[0].get_yticklabels()]
+        assert sorted(ticks) == sorted(labels)
+    legend = [t.get_text() for t in _accuracy_figure(sets, 0.72).axes[0].get_legend().get_texts()]
+    assert all(label in legend for label in labels)
+    # The same folder given twice can only be told apart by position.
+    twice = find_result_sets([str(original), str(original)])
+    assert [s.label for s in twice] == [f"{labels[0]} #1", f"{labels[0]} #2"]
+
+
+@needs_shared
 def test_baseline_by_label_and_position(capsys):
     h200 = "NVIDIA/h200_ngc23.09_pytorch"
     for choice in (h200, "3"):
