@@ -56,4 +56,15 @@ inline void fill_to_capacity(Batch& b) {
   b.mlm_weights.resize(b.capacity.predictions, 0.0f);
 }
 
+// A batch of random tokens in a given packing, for the step benchmark and the tests: row r holds the sequences
+// rows[r], end to end; a sequence's second half is segment B, its masked-LM slots are `predictions` distinct random
+// positions after its first token (in order), and its token ids, labels (from [5, vocab)) and next-sentence label are
+// drawn from mt19937(seed). Filled to `capacity`, which must hold it.
+struct SequenceShape {
+  int length = 0;
+  int predictions = 0;
+};
+Batch random_batch(BatchCapacity capacity, const std::vector<std::vector<SequenceShape>>& rows, int vocab,
+                   uint32_t seed);
+
 }  // namespace bertperf

@@ -16,14 +16,8 @@
 #include <vector>
 
 #include "backends/registry.h"
-#include "backends/cpu/cpu_backend.h"
-#include "comm/reducer.h"
-#include "harness/train_step.h"
-#include "model/batch_stage.h"
-#include "model/bert.h"
-#include "model/bert_params.h"
-#include "model/param_buffers.h"
-#include "optim/lamb.h"
+#include "harness/train_stack.h"
+#include "tiny_bert.h"
 
 namespace bertperf {
 namespace {
@@ -38,51 +32,42 @@ bool have_cuda() {
   GTEST_SKIP() << "no CUDA backend here (this build has none, or no GPU is visible): the GPU step tests run " \
                   "on a GPU machine (scripts/device_check.sh)"
 
+// BERT-large's head size (64) in a small model.
 BertConfig small_config(float dropout) {
-  BertConfig c;
-  c.vocab_size = 1000;
-  c.hidden_size = 256;
-  c.num_hidden_layers = 2;
-  c.num_attention_heads = 4;  // head size 64, as BERT-large
-  c.intermediate_size = 1024;
-  c.max_position_embeddings = 128;
-  c.hidden_dropout_prob = dropout;
-  c.attention_probs_dropout_prob = dropout;
-  return c;
+  return testing::tiny_bert({.vocab = 1000, .hidden = 256, .heads = 4, .intermediate = 1024, .positions = 128,
+                             .dropout = dropout});
 }
 
 // `rows` packed rows of 128 tokens, 1 to 3 sequences of random lengths each, 15% predictions; filler after them.
 Batch packed_batch(int rows, int V, uint32_t seed) {
   constexpr int S = 128, kMaxPerRow = 3, kMaxPredictions = 20;
   std::mt19937 rng(seed);
-  Batch b;
-  b.capacity = {rows * S, rows * kMaxPerRow, rows * kMaxPredictions, S};
-  for (int r = 0; r < rows; ++r) {
+  std::vector<std::vector<SequenceShape>> packing(rows);
+  for (auto& row : packing) {
     const int k = 1 + int(rng() % kMaxPerRow);
     int left = S - int(rng() % 9);  // a few padding tokens in some rows
     for (int q = 0; q < k; ++q) {
       const int len = q + 1 == k ? left : std::max(8, int(rng() % (left - 8 * (k - q - 1))));
       left -= len;
-      const int first = b.tokens;
-      b.cu_seqlens.push_back(first);
-      for (int t = 0; t < len; ++t) {
-        b.input_ids.push_back(5 + int(rng() % (V - 5)));
-        b.segment_ids.push_back(t >= len / 2);
-        b.position_ids.push_back(t);
-      }
-      const int predictions = std::max(1, std::min(kMaxPredictions / k, int(0.15 * len)));
-      for (int p = 0; p < predictions; ++p) {
-        b.mlm_positions.push_back(first + 1 + int(rng() % (len - 1)));
-        b.mlm_labels.push_back(5 + int(rng() % (V - 5)));
-        b.mlm_weights.push_back(1.0f);
-      }
-      b.nsp_labels.push_back(int(rng() % 2));
-      b.tokens += len;
-      b.sequences += 1;
+      row.push_back({len, std::max(1, std::min(kMaxPredictions / k, int(0.15 * len)))});
     }
   }
-  fill_to_capacity(b);
-  return b;
+  return random_batch({rows * S, rows * kMaxPerRow, rows * kMaxPredictions, S}, packing, V, seed);
+}
+
+// A training stack of one rank on `backend` from the parameters of seed 7 (dropout seed 5), sized for `capacity`.
+TrainStack stack(const std::string& backend, const BertConfig& config, BatchCapacity capacity, bool capture = true) {
+  static const auto dist = DistContext::single();
+  TrainStackSpec spec;
+  spec.model = config;
+  spec.backend = backend_spec(backend);
+  spec.backend.capture = capture;
+  spec.lamb.learning_rate = 1e-3;
+  spec.lamb.train_steps = 100;
+  spec.seed = 5;
+  spec.init_seed = 7;
+  spec.train_capacity = capacity;
+  return TrainStack(spec, *dist);
 }
 
 struct Gradients {
@@ -91,22 +76,20 @@ struct Gradients {
 };
 
 // One forward and backward (dropout off) on `backend` from the parameters of seed 7.
-Gradients forward_backward(Backend& backend, const BertConfig& config, const TensorTable& table, const Batch& batch) {
-  FlatTensors init(table);
-  bert_init_parameters(init, config, 7);
-  ParamBuffers params(backend, table);
-  params.upload(init);
-  BertModel model(backend, config, table, batch.capacity);
-  BatchStage stage(backend, batch.capacity);
+Gradients forward_backward(const std::string& backend, const BertConfig& config, const Batch& batch) {
+  TrainStack s = stack(backend, config, batch.capacity);
+  ParamBuffers& params = s.params();
+  BertModel& model = s.model();
+  BatchStage stage(s.backend(), batch.capacity);
   const DeviceBatch& device = stage.stage(batch, LossWeighting::MEAN);
   model.zero_stats();
   model.forward(device, params.weights(), true, nullptr, 0);
-  backend.fill_zero(params.grads(), params.elements() * dtype_size(backend.master_dtype()));
+  s.backend().fill_zero(params.grads(), params.elements() * dtype_size(s.backend().master_dtype()));
   model.backward(device, params.weights(), params.grads(), 1.0f);
   Gradients out;
-  const LossStats s = model.read_stats();
-  out.loss = s.mlm_loss + s.nsp_loss;
-  out.grads = std::make_unique<FlatTensors>(table);
+  const LossStats stats = model.read_stats();
+  out.loss = stats.mlm_loss + stats.nsp_loss;
+  out.grads = std::make_unique<FlatTensors>(s.table());
   params.download_grads(*out.grads);
   return out;
 }
@@ -116,9 +99,8 @@ TEST(GpuStep, ForwardBackwardMatchesTheCpuBackend) {
   const BertConfig config = small_config(0.0f);
   const TensorTable table = bert_parameter_table(config);
   const Batch batch = packed_batch(8, config.vocab_size, 3);
-  std::unique_ptr<Backend> cuda = make_backend(backend_spec("cuda")), cpu = make_cpu_backend(DType::F32, 0);
-  const Gradients got = forward_backward(*cuda, config, table, batch);
-  const Gradients want = forward_backward(*cpu, config, table, batch);
+  const Gradients got = forward_backward("cuda", config, batch);
+  const Gradients want = forward_backward("cpu", config, batch);
   ASSERT_TRUE(std::isfinite(got.loss));
   EXPECT_NEAR(got.loss, want.loss, 1e-2 * std::fabs(want.loss)) << "loss";
   for (const TensorInfo& t : table.tensors()) {
@@ -140,30 +122,18 @@ TEST(GpuStep, ForwardBackwardMatchesTheCpuBackend) {
 
 // The master weights after `steps` training steps (dropout on) from the parameters of seed 7.
 std::vector<float> train(const BertConfig& config, int steps, bool capture, bool* captured = nullptr) {
-  std::unique_ptr<Backend> backend = make_backend(backend_spec("cuda"));
-  const TensorTable table = bert_parameter_table(config);
-  FlatTensors init(table);
-  bert_init_parameters(init, config, 7);
-  ParamBuffers params(*backend, table);
-  params.upload(init);
-  LambHyperparams hp;
-  hp.learning_rate = 1e-3;
-  hp.train_steps = 100;
-  Lamb lamb(*backend, table, hp);
   const Batch batches[2] = {packed_batch(8, config.vocab_size, 11), packed_batch(8, config.vocab_size, 12)};
-  BertModel model(*backend, config, table, batches[0].capacity);
-  auto dist = DistContext::single();
-  std::unique_ptr<GradReducer> reducer = make_grad_reducer(*backend, backend->master_dtype(), *dist);
-  TrainStep step(*backend, model, params, lamb, *reducer, {.seed = 5, .capture = capture}, batches[0].capacity);
+  TrainStack s = stack("cuda", config, batches[0].capacity, capture);
+  TrainStep& step = s.step();
   for (int i = 0; i < steps; ++i) {
     step.launch({&batches[i % 2]}, i);
     step.stage_next({&batches[(i + 1) % 2]});
-    const StepStats s = step.finish();
-    EXPECT_TRUE(std::isfinite(s.loss.mlm_loss + s.loss.nsp_loss)) << "step " << i;
+    const StepStats stats = step.finish();
+    EXPECT_TRUE(std::isfinite(stats.loss.mlm_loss + stats.loss.nsp_loss)) << "step " << i;
   }
   if (captured) *captured = step.captured();
-  FlatTensors out(table);
-  params.download(out);
+  FlatTensors out(s.table());
+  s.params().download(out);
   return std::vector<float>(out.data(), out.data() + out.size());
 }
 
