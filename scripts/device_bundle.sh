@@ -2,7 +2,8 @@
 # Prepares what scripts/device_check.sh needs on a bare GPU machine that has CUDA, cuDNN, NCCL, PyTorch and CMake
 # but none of our Debian packages and no network: the headers and libraries of OpenBLAS, HDF5 (with the shared
 # libraries they load), nlohmann/json and GoogleTest, and cudnn-frontend's headers, copied from this machine (after
-# scripts/setup.sh) into one compressed archive, .device-bundle/bundle.tar.gz (gitignored; about 20 MB).
+# scripts/setup.sh) into one compressed archive, .device-bundle/bundle.tar.gz (gitignored; about 20 MB), with a
+# MANIFEST naming the version of each part (device_check.sh prints it at its start).
 #
 #   scripts/device_bundle.sh            # writes .device-bundle/bundle.tar.gz
 #
@@ -52,6 +53,23 @@ need "$frontend/cudnn_frontend.h"
 # Its headers include each other as ../include/..., so the folder keeps the name include.
 mkdir -p "$stage/cudnn-frontend/include"
 cp -rL "$frontend"/. "$stage/cudnn-frontend/include/"
+
+# The frontend must be the version requirements.txt pins (the one the CUDA backend is written and checked against).
+pinned=$(sed -n 's/^nvidia-cudnn-frontend==\([0-9.]*\).*/\1/p' requirements.txt)
+bundled=$(awk '/define CUDNN_FRONTEND_(MAJOR|MINOR|PATCH)_VERSION/ {printf "%s%s", sep, $3; sep="."}' \
+  "$stage/cudnn-frontend/include/cudnn_frontend_version.h")
+if [ "$bundled" != "$pinned" ]; then
+  echo "device_bundle: .venv has cudnn-frontend $bundled, requirements.txt pins $pinned (run scripts/setup.sh)" >&2
+  exit 1
+fi
+debian() { dpkg-query -W -f='${Version}' "$1" 2>/dev/null || echo '?'; }
+{
+  echo "cudnn-frontend $bundled"
+  echo "openblas $(debian libopenblas0-pthread)"
+  echo "hdf5 $(debian libhdf5-103-1)"
+  echo "nlohmann-json $(debian nlohmann-json3-dev)"
+  echo "googletest $(debian libgtest-dev)"
+} > "$stage/MANIFEST"
 
 tar -C "$stage" -czf "$out/bundle.tar.gz" .
 rm -rf "$stage"

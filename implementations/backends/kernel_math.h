@@ -1,14 +1,15 @@
 // The per-element and per-row math every backend shares, as inline functions callable from host and device code
 // (BERT_HOST_DEVICE, core/philox.h): the reference's tanh-GELU and its derivative, the LayerNorm element formulas,
-// the cross-entropy row, the LAMB element update, and dropout (Philox itself is core/philox.h). The CPU kernels
-// (backends/cpu) and the CUDA kernels (backends/cuda) both call these, so the formulas exist once; the CPU tests
-// exercise them against finite differences and direct formulas.
+// the cross-entropy row, the LAMB element update, dropout (Philox itself is core/philox.h), and rounding to bf16.
+// The CPU kernels (backends/cpu) and the CUDA kernels (backends/cuda) both call these, so the formulas exist once;
+// the CPU tests exercise them against finite differences, direct formulas and exact references.
 //
 // Functions that need tanh or exp take them as a callable, so each backend supplies its fast version (the CPU's
 // vectorisable approximations, the GPU's intrinsics) and the formula around it stays shared.
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 
 #include "core/philox.h"
 
@@ -111,6 +112,36 @@ BERT_HOST_DEVICE T lamb_direction(T m, T v, T w, const LambElementParams& p, Sqr
 // The trust ratio of a tensor from |w| and |u| (f64 norms): 1 for an excluded tensor or a zero norm.
 BERT_HOST_DEVICE float lamb_trust_ratio(double w_norm, double u_norm, bool excluded) {
   return (excluded || !(w_norm > 0) || !(u_norm > 0)) ? 1.0f : static_cast<float>(w_norm / u_norm);
+}
+
+// ---- rounding to bf16 ---------------------------------------------------------------------------------------
+// The bf16 nearest to x (ties to even), as its 16 bits, in one rounding: going through float would round twice, and
+// a double just past the midpoint of two bf16 neighbours that float rounds onto the midpoint would then go to the
+// even neighbour rather than the nearer one. Overflow gives infinity (as round to nearest does: from the midpoint
+// above the largest bf16 up), NaN the quiet NaN of x's sign, and bf16's subnormals are kept.
+BERT_HOST_DEVICE uint16_t bf16_bits(double x) {
+#ifdef __CUDA_ARCH__
+  const uint64_t bits = static_cast<uint64_t>(__double_as_longlong(x));
+#else
+  uint64_t bits;
+  std::memcpy(&bits, &x, sizeof bits);
+#endif
+  const uint16_t sign = static_cast<uint16_t>((bits >> 48) & 0x8000u);
+  const uint64_t magnitude = bits & 0x7FFFFFFFFFFFFFFFull;
+  if (magnitude > 0x7FF0000000000000ull) return sign | 0x7FC0u;  // NaN
+  const int exponent = static_cast<int>(magnitude >> 52) - 1023;  // x = significand * 2^(exponent - 52)
+  if (exponent > 127) return sign | 0x7F80u;                      // at least 2^128 (or infinite): infinity
+  if (exponent < -134) return sign;                               // under half the smallest subnormal, 2^-133
+  const uint64_t significand = (magnitude & 0x000FFFFFFFFFFFFFull) | (1ull << 52);
+  // bf16's last place: 2^(exponent - 7) for a normal result, 2^-133 below 2^-126. Drop the bits under it.
+  const int drop = exponent >= -126 ? 45 : -81 - exponent;  // 45 .. 53
+  uint64_t kept = significand >> drop;
+  const uint64_t rest = significand & ((1ull << drop) - 1), half = 1ull << (drop - 1);
+  if (rest > half || (rest == half && (kept & 1u))) ++kept;
+  // Normal: the biased exponent above 7 bits of fraction (a carry out of the fraction steps the exponent, up to
+  // infinity's 0x7F80); subnormal: the fraction alone (a carry makes the smallest normal, 0x0080).
+  const uint64_t result = exponent >= -126 ? (static_cast<uint64_t>(exponent + 127) << 7) + kept - 128 : kept;
+  return sign | static_cast<uint16_t>(result);
 }
 
 }  // namespace bertperf::kmath

@@ -42,6 +42,7 @@
 #include "backends/backend.h"
 #include "backends/cpu/cpu_backend.h"
 #include "backends/registry.h"
+#include "backends/kernel_math.h"
 #include "backends/ops.h"
 #include "core/errors.h"
 #include "flat_problem.h"
@@ -823,6 +824,38 @@ TEST_P(BackendOps, Memory) {
   EXPECT_GE(b.attention_saved_bytes(256, 2, 128, 12), b.attention_saved_bytes(128, 1, 128, 12));
 }
 
+// f64 -> bf16 rounds once (ops.h: round to nearest even), on doubles just off the midpoint of two bf16 neighbours,
+// where rounding through float first would take the even neighbour instead of the nearer one: the backend's result
+// must be kmath::bf16_bits', which tests/cpp/test_kernel_math_bf16.cpp checks against an exact reference.
+TEST_P(BackendOps, ConvertsF64ToBf16InOneRounding) {
+  Backend& b = *backend_;
+  const Dtypes d = Dtypes::of(b);
+  if (!d.any_bf16()) GTEST_SKIP() << "backend '" << GetParam() << "' has no bf16 memory";
+  std::vector<double> x;
+  for (uint32_t lower = 0x0001; lower < 0x7F7F; lower += 97) {
+    const double lo = std::bit_cast<float>(lower << 16), hi = std::bit_cast<float>((lower + 1) << 16);
+    const double mid = (lo + hi) / 2;
+    for (double v : {mid + std::ldexp(mid, -30), mid - std::ldexp(mid, -30), mid}) {
+      x.push_back(v);
+      x.push_back(-v);
+    }
+  }
+  const size_t n = x.size();
+  DeviceBuffer f64(b, n * sizeof(double)), bf16(b, n * 2), f32(b, n * sizeof(float));
+  b.upload(f64.data(), x.data(), n * sizeof(double));
+  b.convert(bf16.data(), DType::BF16, f64.data(), DType::F64, n);
+  b.convert(f32.data(), DType::F32, bf16.data(), DType::BF16, n);  // exact
+  std::vector<float> back(n);
+  b.download(back.data(), f32.data(), n * sizeof(float));
+  int failures = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const float want = std::bit_cast<float>(static_cast<uint32_t>(kmath::bf16_bits(x[i])) << 16);
+    if (back[i] != want && failures++ < 5)
+      ADD_FAILURE() << "f64 " << x[i] << " converted to bf16 " << back[i] << ", not " << want;
+  }
+  EXPECT_EQ(failures, 0);
+}
+
 TEST_P(BackendOps, LinearForward) {
   for (uint64_t seed : {1, 2}) {
     Gen g(seed);
@@ -1081,12 +1114,14 @@ TEST(NaiveBf16Reference, RoundsWhereTheBackendKeepsBf16AndBoundsTheError) {
 }
 
 // Every backend of the registry but the oracle, whether this build or machine can run it or not (then: skipped),
-// and the CUDA backend once more with its own attention kernel in place of cuDNN's.
+// and the CUDA backend once more with its own attention kernel in place of cuDNN's, and with cuDNN's forced (the
+// device check runs that one where the installed cuDNN is older than automatic mode accepts).
 std::vector<std::string> conformance_backends() {
   std::vector<std::string> names;
   for (const BackendInfo& b : backend_infos())
     if (!b.oracle) names.push_back(b.name);
   names.push_back("cuda:attention=kernel");
+  names.push_back("cuda:attention=cudnn");
   return names;
 }
 

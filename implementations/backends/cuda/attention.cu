@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -332,18 +333,6 @@ void check_shape(int N, int sequences, int max_seqlen, int heads, int head_dim, 
   BERT_CHECK(d.prob == 0.0f || d.counter, "attention dropout with probability ", d.prob, " has no counter");
 }
 
-// The implementation a shape runs on, decided at its first call (AUTO asks cuDNN once).
-bool use_cudnn(CudaContext& ctx, int N, int sequences, int max_seqlen, int heads, int head_dim, float prob) {
-  if (ctx.attention == AttentionImpl::KERNEL) return false;
-  const bool head_ok = head_dim % 8 == 0 && head_dim <= kMaxHeadDim;
-  if (ctx.attention == AttentionImpl::CUDNN) {
-    BERT_CHECK(head_ok, "attention \"cudnn\", but cuDNN's SDPA takes head sizes that are multiples of 8 up to 128, "
-               "not ", head_dim);
-    return true;
-  }
-  return head_ok && cudnn_attention_supported(ctx, N, sequences, max_seqlen, heads, head_dim, prob);
-}
-
 }  // namespace
 
 AttentionSaved::AttentionSaved(int sequences, int max_seqlen, int heads) {
@@ -416,27 +405,55 @@ size_t attention_saved_bytes(int tokens, int sequences, int max_seqlen, int head
 }
 
 size_t attention_workspace_bytes(int tokens, int sequences, int max_seqlen, int heads) {
-  // Our kernel's D_i (sequences, heads, max_seqlen) f32, or cuDNN's backward workspace, whichever is larger.
-  const size_t delta = static_cast<size_t>(sequences) * heads * max_seqlen * sizeof(float);
-  return std::max(delta, cudnn_attention_workspace_bound(tokens, sequences, max_seqlen, heads, kMaxHeadDim));
+  (void)tokens;
+  return static_cast<size_t>(sequences) * heads * max_seqlen * sizeof(float);  // the kernel's D_i
 }
 
-void attention_forward(CudaContext& ctx, const ops::AttentionForward& p) {
+AttentionRunner::AttentionRunner(const CudaContext& ctx, AttentionImpl mode, size_t cudnn_workspace_cap)
+    : mode_(mode), cudnn_workspace_cap_(cudnn_workspace_cap), cudnn_(std::make_unique<CudnnAttention>(ctx)) {}
+
+AttentionRunner::~AttentionRunner() = default;
+
+// The implementation a shape runs on, decided at its first call.
+bool AttentionRunner::use_cudnn(CudaContext& ctx, const AttentionShape& s) {
+  auto found = on_cudnn_.find(s);
+  if (found != on_cudnn_.end()) return found->second;
+  // Every layout here may hold a zero-length sequence: ops.h allows them anywhere, and a static-shape batch fills
+  // its spare sequence slots with them, so the shape alone cannot rule them out.
+  const bool may_hold_empty = true;
+  const CudnnShapeOps ops{[&] { return cudnn_->build(ctx, s); }, [&](size_t bytes) { cudnn_->reserve(bytes); }};
+  const AttentionChoice choice = choose_attention(mode_, s.head_dim, static_cast<int>(cudnnGetVersion()), may_hold_empty,
+                                                  cudnn_workspace_cap_, ops);
+  // Once per shape: which implementation, and why not cuDNN where it could have been.
+  const std::string shape = cat("cuda backend: attention of ", s.N, " tokens in ", s.sequences, " sequences of up to ",
+                                s.max_seqlen, ", ", s.heads, " heads of ", s.head_dim, ", dropout ", s.drop_prob, ": ");
+  if (choice.cudnn) {
+    std::fprintf(stderr, "%scuDNN's fused SDPA, %zu bytes of workspace%s%s\n", shape.c_str(), choice.workspace,
+                 choice.note.empty() ? "" : "; ", choice.note.c_str());
+  } else if (!choice.note.empty()) {
+    std::fprintf(stderr, "%sthis backend's kernel, not cuDNN's fused SDPA: %s\n", shape.c_str(), choice.note.c_str());
+  }
+  return on_cudnn_.emplace(s, choice.cudnn).first->second;
+}
+
+void AttentionRunner::forward(CudaContext& ctx, const ops::AttentionForward& p) {
   check_shape(p.N, p.sequences, p.max_seqlen, p.heads, p.head_dim, p.dropout);
   const AttentionSaved layout(p.sequences, p.max_seqlen, p.heads);
   attention_prepare(ctx, p, layout);
-  if (!use_cudnn(ctx, p.N, p.sequences, p.max_seqlen, p.heads, p.head_dim, p.dropout.prob) ||
-      !cudnn_attention_forward(ctx, p, layout))
+  if (use_cudnn(ctx, {p.N, p.sequences, p.max_seqlen, p.heads, p.head_dim, p.dropout.prob}))
+    cudnn_->forward(ctx, p, layout);
+  else
     kernel_attention_forward(ctx, p, layout);
   attention_zero_filler(ctx, p.ctx, p.cu_seqlens, p.sequences, p.N, p.heads * p.head_dim);
 }
 
-void attention_backward(CudaContext& ctx, const ops::AttentionBackward& p) {
+void AttentionRunner::backward(CudaContext& ctx, const ops::AttentionBackward& p) {
   check_shape(p.N, p.sequences, p.max_seqlen, p.heads, p.head_dim, p.dropout);
   const AttentionSaved layout(p.sequences, p.max_seqlen, p.heads);
-  // The forward of this shape chose the implementation; the same choice is cached, so the backward follows it.
-  if (!use_cudnn(ctx, p.N, p.sequences, p.max_seqlen, p.heads, p.head_dim, p.dropout.prob) ||
-      !cudnn_attention_backward(ctx, p, layout))
+  // The forward of this shape chose the implementation; the choice is kept, so the backward follows it.
+  if (use_cudnn(ctx, {p.N, p.sequences, p.max_seqlen, p.heads, p.head_dim, p.dropout.prob}))
+    cudnn_->backward(ctx, p, layout);
+  else
     kernel_attention_backward(ctx, p, layout);
   attention_zero_filler(ctx, p.dqkv, p.cu_seqlens, p.sequences, p.N, 3 * p.heads * p.head_dim);
 }

@@ -4,15 +4,19 @@
 // dims (b, h, s, d) with strides (-, d, 3H, 1) for q, k and v (read in place from the packed qkv; k and v start H
 // and 2H elements in) and (-, d, H, 1) for ctx, each sequence placed by a ragged offset (cu_seqlens * 3H or * H
 // elements), its length given by seq_len (padding mask). The statistics are the packed (b, h, s, 1) f32 log-sum-exp
-// that cuDNN's backward reads. The graphs are built once per shape (the device pointers go in at execution) and
-// cached; building happens at a shape's first call, which the training step makes before it captures a CUDA graph.
+// that cuDNN's backward reads. The graphs are built once per shape (the device pointers go in at execution) and kept
+// by the backend's CudnnAttention, with the one workspace they share; building happens at a shape's first call, which
+// the training step makes before it captures a CUDA graph.
+//
+// The workspace is what the built graphs ask for (get_workspace_size), not a formula: cudnn-frontend 1.32 decomposes
+// the backward in ways whose workspace differs by orders of magnitude. With set_deterministic_algorithm (Hopper
+// here) it takes the dP-workspace path, at least sequences x heads x pad64(S)^2 x 2 bytes; otherwise an f32 dQ
+// accumulator laid out on dQ's own row stride (3H here), or padded to sequences x heads x S x d on SM8x.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <map>
 #include <memory>
-#include <mutex>
 #include <string>
-#include <tuple>
 #include <unordered_map>
 
 #include <cudnn_frontend.h>
@@ -32,23 +36,7 @@ enum Uid : int64_t {
   UID_SEQ_LEN, UID_RAGGED_Q, UID_RAGGED_K, UID_RAGGED_V, UID_RAGGED_CTX, UID_SEED, UID_OFFSET,
 };
 
-struct Shape {
-  cudnnHandle_t handle;
-  int N, sequences, max_seqlen, heads, head_dim;
-  float drop_prob;
-  auto key() const { return std::tie(handle, N, sequences, max_seqlen, heads, head_dim, drop_prob); }
-  bool operator<(const Shape& o) const { return key() < o.key(); }
-};
-
-struct Entry {
-  bool ok = false;
-  std::string why;  // what cuDNN said when it refused
-  std::shared_ptr<fe::graph::Graph> forward, backward;
-  int64_t forward_workspace = 0, backward_workspace = 0;
-};
-
-std::mutex cache_mutex;
-std::map<Shape, Entry> cache;
+using Shape = AttentionShape;
 
 using Tensor = std::shared_ptr<fe::graph::Tensor_attributes>;
 
@@ -165,45 +153,6 @@ std::shared_ptr<fe::graph::Graph> backward_graph(const Shape& s, int sm) {
   return g;
 }
 
-// Builds both graphs of a shape (a shape runs on cuDNN only if its forward and backward both do, since their
-// dropout masks must agree).
-Entry build(CudaContext& ctx, const Shape& s) {
-  Entry e;
-  auto attempt = [&](std::shared_ptr<fe::graph::Graph> g, const char* what, int64_t& workspace) {
-    fe::error_t status = g->build(ctx.cudnn, {fe::HeurMode_t::A});
-    if (status.is_good()) status = g->get_workspace_size(workspace);
-    if (status.is_bad()) {
-      e.why = std::string("cuDNN SDPA ") + what + ": " + status.get_message();
-      return std::shared_ptr<fe::graph::Graph>();
-    }
-    return g;
-  };
-  try {
-    e.forward = attempt(forward_graph(s), "forward", e.forward_workspace);
-    if (e.forward) e.backward = attempt(backward_graph(s, ctx.sm), "backward", e.backward_workspace);
-  } catch (const std::exception& x) {  // the frontend throws for some unsupported configurations
-    e.why = std::string("cuDNN SDPA: ") + x.what();
-    e.forward.reset();
-  }
-  e.ok = e.forward && e.backward;
-  return e;
-}
-
-const Entry& entry(CudaContext& ctx, const Shape& s) {
-  std::lock_guard<std::mutex> lock(cache_mutex);
-  auto it = cache.find(s);
-  if (it == cache.end()) it = cache.emplace(s, build(ctx, s)).first;
-  return it->second;
-}
-
-// The entry for a call: a refused shape throws when cuDNN was asked for by name, and reads "use the kernel" else.
-const Entry* usable(CudaContext& ctx, const Shape& s) {
-  const Entry& e = entry(ctx, s);
-  if (e.ok) return &e;
-  BERT_CHECK(ctx.attention != AttentionImpl::CUDNN, "attention \"cudnn\", but ", e.why);
-  return nullptr;
-}
-
 template <typename T>
 void* at(T* base, size_t offset) {
   return const_cast<unsigned char*>(reinterpret_cast<const unsigned char*>(base)) + offset;
@@ -216,26 +165,71 @@ void execute(CudaContext& ctx, const fe::graph::Graph& g, std::unordered_map<int
   BERT_CHECK(status.is_good(), "cuDNN SDPA ", what, ": ", status.get_message());
 }
 
+template <typename P>
+AttentionShape shape_of(const P& p) {
+  return {p.N, p.sequences, p.max_seqlen, p.heads, p.head_dim, p.dropout.prob};
+}
+
 }  // namespace
 
-size_t cudnn_attention_workspace_bound(int tokens, int sequences, int max_seqlen, int heads, int head_dim) {
-  // The backward's f32 dq accumulator over the real tokens (max_total_seq_len) and its per-row f32 sums, with room.
-  const size_t rows = static_cast<size_t>(tokens) * heads;
-  const size_t padded_rows = static_cast<size_t>(sequences) * heads * max_seqlen;
-  return rows * head_dim * sizeof(float) + 4 * padded_rows * sizeof(float) + (size_t{16} << 20);
+// A shape's graphs, or what cuDNN said when it refused them.
+struct CudnnAttention::Graphs {
+  CudnnBuild build;
+  std::shared_ptr<fe::graph::Graph> forward, backward;
+};
+
+CudnnAttention::CudnnAttention(const CudaContext& ctx) : workspace_({&ctx}, ctx.capture, "cuDNN attention workspace") {}
+
+CudnnAttention::~CudnnAttention() = default;
+
+// Builds both graphs of a shape (a shape runs on cuDNN only if its forward and backward both do, since their
+// dropout masks must agree).
+CudnnBuild CudnnAttention::build(CudaContext& ctx, const AttentionShape& s) {
+  auto found = graphs_.find(s);
+  if (found != graphs_.end()) return found->second->build;
+  BERT_CHECK(!ctx.capture.capturing, "cuDNN attention: the graphs of a shape (", s.N, " tokens, ", s.sequences,
+             " sequences) would be built inside a graph capture; run the shape once before capturing");
+  auto g = std::make_unique<Graphs>();
+  CudnnBuild& b = g->build;
+  auto attempt = [&](std::shared_ptr<fe::graph::Graph> graph, const char* what) {
+    fe::error_t status = graph->build(ctx.cudnn, {fe::HeurMode_t::A});
+    int64_t workspace = 0;
+    if (status.is_good()) status = graph->get_workspace_size(workspace);
+    if (status.is_bad()) {
+      b.why = std::string("cuDNN SDPA ") + what + ": " + status.get_message();
+      return std::shared_ptr<fe::graph::Graph>();
+    }
+    b.workspace = std::max(b.workspace, static_cast<size_t>(std::max<int64_t>(workspace, 0)));
+    return graph;
+  };
+  try {
+    g->forward = attempt(forward_graph(s), "forward");
+    if (g->forward) g->backward = attempt(backward_graph(s, ctx.sm), "backward");
+  } catch (const std::exception& x) {  // the frontend throws for some unsupported configurations
+    b.why = std::string("cuDNN SDPA: ") + x.what();
+    g->backward.reset();
+  }
+  b.ok = g->forward && g->backward;
+  if (!b.ok) {  // one graph alone is of no use
+    g->forward.reset();
+    g->backward.reset();
+  }
+  return graphs_.emplace(s, std::move(g)).first->second->build;
 }
 
-bool cudnn_attention_supported(CudaContext& ctx, int N, int sequences, int max_seqlen, int heads, int head_dim,
-                               float drop_prob) {
-  return entry(ctx, {ctx.cudnn, N, sequences, max_seqlen, heads, head_dim, drop_prob}).ok;
+void CudnnAttention::reserve(size_t bytes) { workspace_.get(bytes); }
+
+const CudnnAttention::Graphs& CudnnAttention::built(const AttentionShape& s, const char* what) const {
+  auto found = graphs_.find(s);
+  BERT_CHECK(found != graphs_.end() && found->second->build.ok, "cuDNN SDPA ", what, ": the graphs of this shape (",
+             s.N, " tokens, ", s.sequences, " sequences) were not built");
+  BERT_CHECK(found->second->build.workspace <= workspace_.bytes(), "cuDNN SDPA ", what, " needs ",
+             found->second->build.workspace, " bytes of workspace; ", workspace_.bytes(), " were reserved");
+  return *found->second;
 }
 
-bool cudnn_attention_forward(CudaContext& ctx, const ops::AttentionForward& p, const AttentionSaved& l) {
-  const Shape s{ctx.cudnn, p.N, p.sequences, p.max_seqlen, p.heads, p.head_dim, p.dropout.prob};
-  const Entry* e = usable(ctx, s);
-  if (!e) return false;
-  BERT_CHECK(static_cast<size_t>(e->forward_workspace) <= ctx.workspace_bytes, "cuDNN SDPA forward needs ",
-             e->forward_workspace, " bytes of workspace; the context has ", ctx.workspace_bytes);
+void CudnnAttention::forward(CudaContext& ctx, const ops::AttentionForward& p, const AttentionSaved& l) {
+  const Graphs& g = built(shape_of(p), "forward");
   const int H = p.heads * p.head_dim;
   std::unordered_map<int64_t, void*> pack = {
       {UID_Q, const_cast<void*>(p.qkv)},
@@ -253,17 +247,11 @@ bool cudnn_attention_forward(CudaContext& ctx, const ops::AttentionForward& p, c
     pack[UID_SEED] = at(p.saved, l.rng);
     pack[UID_OFFSET] = at(p.saved, l.rng + sizeof(int64_t));
   }
-  execute(ctx, *e->forward, pack, ctx.workspace, "forward");
-  return true;
+  execute(ctx, *g.forward, pack, workspace_.data(), "forward");
 }
 
-bool cudnn_attention_backward(CudaContext& ctx, const ops::AttentionBackward& p, const AttentionSaved& l) {
-  const Shape s{ctx.cudnn, p.N, p.sequences, p.max_seqlen, p.heads, p.head_dim, p.dropout.prob};
-  const Entry* e = usable(ctx, s);
-  if (!e) return false;
-  const size_t have = attention_workspace_bytes(p.N, p.sequences, p.max_seqlen, p.heads);
-  BERT_CHECK(static_cast<size_t>(e->backward_workspace) <= have, "cuDNN SDPA backward needs ",
-             e->backward_workspace, " bytes of workspace; Backend::attention_workspace_bytes gives ", have);
+void CudnnAttention::backward(CudaContext& ctx, const ops::AttentionBackward& p, const AttentionSaved& l) {
+  const Graphs& g = built(shape_of(p), "backward");
   const int H = p.heads * p.head_dim;
   const size_t k_at = static_cast<size_t>(H) * 2, v_at = static_cast<size_t>(2 * H) * 2;  // bytes of bf16
   std::unordered_map<int64_t, void*> pack = {
@@ -286,8 +274,11 @@ bool cudnn_attention_backward(CudaContext& ctx, const ops::AttentionBackward& p,
     pack[UID_SEED] = at(p.saved, l.rng);
     pack[UID_OFFSET] = at(p.saved, l.rng + sizeof(int64_t));
   }
-  execute(ctx, *e->backward, pack, p.workspace, "backward");
-  return true;
+  execute(ctx, *g.backward, pack, workspace_.data(), "backward");
+}
+
+std::string cudnn_frontend_version() {
+  return cat(CUDNN_FRONTEND_MAJOR_VERSION, ".", CUDNN_FRONTEND_MINOR_VERSION, ".", CUDNN_FRONTEND_PATCH_VERSION);
 }
 
 }  // namespace bertperf::cuda

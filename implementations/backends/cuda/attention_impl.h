@@ -1,12 +1,13 @@
 // Inside the CUDA attention (attention.h): the layout of the saved buffer, the index tensors the fused library
-// needs, and the two implementations behind attention_forward / attention_backward.
+// needs, and the two implementations behind AttentionRunner.
 //
 //  - cuDNN's fused SDPA (attention_cudnn.cpp), through the header-only cudnn-frontend: the sequences are cuDNN's
 //    ragged ("THD") layout, q, k and v read in place from the packed (N, 3H) qkv through ragged offsets and a row
 //    stride of 3H, masked per sequence by its length (padding mask). cuDNN draws its own dropout masks from a
 //    (seed, offset) pair, so its masks are not ops.h's Philox masks (the conformance test compares it with dropout
 //    off and checks the rate and scale of its masks). Used for head_dim 64 (any multiple of 8 up to 128) wherever
-//    the installed cuDNN builds the graph: ragged layouts need Hopper, or cuDNN 9.18.1 and later on Ampere.
+//    the installed cuDNN builds the graph (ragged layouts need Hopper, or cuDNN 9.18.1 and later on Ampere), takes
+//    zero-length sequences (9.25 and later), and its graphs' workspace fits the backend's cap (attention_choice.h).
 //  - Our kernel (attention.cu): exact softmax in two passes over the keys, one warp per query (forward, dq) or key
 //    (dk, dv) row, ops.h's Philox masks. It covers what cuDNN refuses (other head sizes, older cuDNN on Ampere);
 //    it is written for being right, not fast.
@@ -15,8 +16,13 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
+#include <memory>
 
+#include "backends/cuda/attention.h"
+#include "backends/cuda/attention_choice.h"
 #include "backends/cuda/cuda_context.h"
+#include "backends/cuda/scratch.h"
 #include "backends/ops.h"
 
 namespace bertperf::cuda {
@@ -37,16 +43,30 @@ void attention_prepare(CudaContext& ctx, const ops::AttentionForward& p, const A
 // Rows [cu_seqlens[sequences], N) of x (N, cols) bf16 set to 0: the filler tokens (attention.cu).
 void attention_zero_filler(CudaContext& ctx, void* x, const int32_t* cu_seqlens, int sequences, int N, int cols);
 
-// cuDNN's fused SDPA (attention_cudnn.cpp). Each returns false, having done nothing, when cuDNN cannot build the
-// graph for this shape on this device (remembered per shape); a failure while running throws.
-bool cudnn_attention_forward(CudaContext& ctx, const ops::AttentionForward& p, const AttentionSaved& layout);
-bool cudnn_attention_backward(CudaContext& ctx, const ops::AttentionBackward& p, const AttentionSaved& layout);
-// Whether the cuDNN graphs for this shape build here (builds and caches them). Only AUTO calls this, at the first
-// call of a shape, outside any stream capture.
-bool cudnn_attention_supported(CudaContext& ctx, int N, int sequences, int max_seqlen, int heads, int head_dim,
-                               float drop_prob);
-// Workspace bytes the cuDNN backward needs at most for this shape (checked against the buffer it is handed).
-size_t cudnn_attention_workspace_bound(int tokens, int sequences, int max_seqlen, int heads, int head_dim);
+// cuDNN's fused SDPA state of one backend (attention_cudnn.cpp): the forward and backward graphs of each shape, built
+// on the backend's cuDNN handle at the shape's first call (never inside a capture) and kept until the backend goes,
+// and the one device workspace they share.
+class CudnnAttention {
+ public:
+  explicit CudnnAttention(const CudaContext& ctx);
+  ~CudnnAttention();
+  CudnnAttention(const CudnnAttention&) = delete;
+  CudnnAttention& operator=(const CudnnAttention&) = delete;
+
+  // Builds the shape's two graphs (once; later calls return the first answer) and asks them for their workspace.
+  CudnnBuild build(CudaContext& ctx, const AttentionShape& s);
+  // Grows the shared workspace to at least `bytes` (InputError when the device memory is not there).
+  void reserve(size_t bytes);
+  // Run a built shape (after reserve): a shape that is not built, or an error while running, throws.
+  void forward(CudaContext& ctx, const ops::AttentionForward& p, const AttentionSaved& layout);
+  void backward(CudaContext& ctx, const ops::AttentionBackward& p, const AttentionSaved& layout);
+
+ private:
+  struct Graphs;
+  const Graphs& built(const AttentionShape& s, const char* what) const;
+  std::map<AttentionShape, std::unique_ptr<Graphs>> graphs_;
+  DeviceScratch workspace_;
+};
 
 // Our kernels (attention.cu).
 void kernel_attention_forward(CudaContext& ctx, const ops::AttentionForward& p, const AttentionSaved& layout);

@@ -122,7 +122,7 @@ void cross_entropy_forward(CudaContext& ctx, OpScratch& scratch, const ops::Cros
   const size_t ld = p.ldl ? p.ldl : p.V;
   BERT_CHECK(p.V > 0 && ld >= static_cast<size_t>(p.V), "cross-entropy rows of ", p.V, " logits in a stride of ", ld);
   if (p.M <= 0) return;
-  double* row_stats = scratch.reduce.as<double>(2 * static_cast<size_t>(p.M), ctx.stream);
+  double* row_stats = scratch.reduce.as<double>(2 * static_cast<size_t>(p.M));
   cross_entropy_forward_kernel<<<p.M, kThreads, 0, ctx.stream>>>(static_cast<float*>(p.lse), row_stats,
                                                                  static_cast<const bf16*>(p.logits), p.labels,
                                                                  p.loss_weight, p.count_weight, p.V, ld);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backends/cuda/attention.h"
+#include "backends/cuda/attention_choice.h"
 #include "backends/cuda/cross_entropy.h"
 #include "backends/cuda/cuda_context.h"
 #include "backends/cuda/elementwise.h"
@@ -37,6 +38,9 @@ class CudaEvent final : public Event {
 
 cudaEvent_t cuda_event(Event& e) { return static_cast<cudaEvent_t>(e.native()); }
 
+// "13.0" from 13000 (the driver's and the runtime's CUDA: major * 1000 + minor * 10).
+std::string cuda_version(int v) { return cat(v / 1000, ".", v % 1000 / 10); }
+
 class CudaBackend final : public Backend {
  public:
   CudaBackend(const CudaOptions& options, int local_rank) : options_(options) {
@@ -59,13 +63,14 @@ class CudaBackend final : public Backend {
     CUBLAS_CHECK(cublasLtCreate(&ctx_.lt));
     CUDNN_CHECK(cudnnCreate(&ctx_.cudnn));
     CUDNN_CHECK(cudnnSetStream(ctx_.cudnn, ctx_.stream));
-    // cuBLASLt's advice: 32 MiB of workspace on Hopper, 4 MiB before it.
-    ctx_.workspace_bytes = ctx_.sm >= 90 ? (size_t{32} << 20) : (size_t{4} << 20);
-    CUDA_CHECK(cudaMalloc(&ctx_.workspace, ctx_.workspace_bytes));
-    // Deterministic where cuDNN's attention backward is not: the kernel (cuda/attention.h).
-    ctx_.attention = options.deterministic && !cuda::cudnn_attention_deterministic(ctx_.sm) ? AttentionImpl::KERNEL
-                                                                                             : options.attention;
-    ctx_.attention_workspace_cap = static_cast<size_t>(options.attention_workspace_mb * 1048576.0);
+    gemm_ = std::make_unique<cuda::GemmRunner>(ctx_);
+    scratch_ = std::make_unique<cuda::OpScratch>(ctx_);
+    // Deterministic where cuDNN's attention backward is not: the kernel (attention.h).
+    const AttentionImpl attention = options.deterministic && !cuda::cudnn_attention_deterministic(ctx_.sm)
+                                        ? AttentionImpl::KERNEL
+                                        : options.attention;
+    attention_ = std::make_unique<cuda::AttentionRunner>(
+        ctx_, attention, static_cast<size_t>(options.attention_workspace_mb * 1048576.0));
     own_gelu_ = options.gelu == GeluImpl::KERNEL;
     caps_.static_shapes = true;
     caps_.asynchronous = true;
@@ -73,18 +78,18 @@ class CudaBackend final : public Backend {
     caps_.host_memory = false;
     // cuDNN's fused attention draws its own dropout masks, and its backward is deterministic only where
     // cudnn_attention_deterministic says; the kernel is deterministic everywhere and draws ops.h's masks.
-    if (ctx_.attention != AttentionImpl::KERNEL) {
+    if (attention != AttentionImpl::KERNEL) {
       caps_.own_dropout_masks.add(ops::Op::ATTENTION_FORWARD).add(ops::Op::ATTENTION_BACKWARD);
       if (!cuda::cudnn_attention_deterministic(ctx_.sm)) caps_.nondeterministic.add(ops::Op::ATTENTION_BACKWARD);
     }
   }
 
   ~CudaBackend() override {
-    // No throwing here: a failed teardown is not worth a terminate.
+    // No throwing here: a failed teardown is not worth a terminate. What the handles made goes before them.
     cudaStreamSynchronize(ctx_.stream);
+    attention_ = nullptr;
     gemm_ = nullptr;
     scratch_ = nullptr;
-    if (ctx_.workspace) cudaFree(ctx_.workspace);
     if (ctx_.cudnn) cudnnDestroy(ctx_.cudnn);
     if (ctx_.lt) cublasLtDestroy(ctx_.lt);
     if (ctx_.stream) cudaStreamDestroy(ctx_.stream);
@@ -92,23 +97,29 @@ class CudaBackend final : public Backend {
 
   std::string name() const override { return "cuda"; }
   const Capabilities& capabilities() const override { return caps_; }
+  // The libraries as loaded at run time (the driver's CUDA version, the runtime, cuBLASLt, cuDNN), and the versions
+  // built against where they can differ.
   std::string describe() const override {
+    int driver = 0, runtime = 0;
+    cudaDriverGetVersion(&driver);
+    cudaRuntimeGetVersion(&runtime);
     return cat("cuda: device ", ctx_.device, " ", device_name_, " (sm ", ctx_.sm, ", ", memory_gib_,
-               " GiB); bf16 activations and weights, fp32 master weights; CUDA runtime ", CUDART_VERSION,
-               ", cuBLASLt ", cublasLtGetVersion(), ", cuDNN ", cudnnGetVersion(),
-               own_gelu_ ? "; GELU in own kernels" : "; GELU in cuBLASLt epilogues");
+               " GiB); bf16 activations and weights, fp32 master weights; driver CUDA ", cuda_version(driver),
+               ", runtime ", cuda_version(runtime), ", cuBLASLt ", cuda::library_version(cublasLtGetVersion()),
+               ", cuDNN ", cuda::library_version(cudnnGetVersion()), " (built with ",
+               cuda::library_version(CUDNN_VERSION), ", cudnn-frontend ", cuda::cudnn_frontend_version(), ")",
+               own_gelu_ ? "; GELU in own kernels" : "; GELU in cuBLASLt epilogues",
+               "; cuDNN attention workspace cap ", options_.attention_workspace_mb, " MiB");
   }
   // Versions of the libraries loaded (the driver's CUDA version as the driver reports it, 0.0 where there is none).
   std::vector<std::pair<std::string, std::string>> library_versions() const override {
     int driver = 0, runtime = 0;
     cudaDriverGetVersion(&driver);
     cudaRuntimeGetVersion(&runtime);
-    const auto major_minor = [](int v) { return cat(v / 1000, ".", v % 1000 / 10); };          // 1000 major + 10 minor
-    const auto three_part = [](size_t v) { return cat(v / 10000, ".", v % 10000 / 100, ".", v % 100); };  // 10000, 100
-    return {{"CUDA driver", major_minor(driver)},
-            {"CUDA", major_minor(runtime)},
-            {"cuBLASLt", three_part(cublasLtGetVersion())},
-            {"cuDNN", three_part(cudnnGetVersion())}};
+    return {{"CUDA driver", cuda_version(driver)},
+            {"CUDA", cuda_version(runtime)},
+            {"cuBLASLt", cuda::library_version(cublasLtGetVersion())},
+            {"cuDNN", cuda::library_version(cudnnGetVersion())}};
   }
   DType act_dtype() const override { return DType::BF16; }
   DType weight_dtype() const override { return DType::BF16; }
@@ -205,8 +216,8 @@ class CudaBackend final : public Backend {
   void residual_layernorm_backward(const ops::ResidualLayerNormBackward& p) override {
     cuda::residual_layernorm_backward(ctx_, *scratch_, p);
   }
-  void attention_forward(const ops::AttentionForward& p) override { cuda::attention_forward(ctx_, p); }
-  void attention_backward(const ops::AttentionBackward& p) override { cuda::attention_backward(ctx_, p); }
+  void attention_forward(const ops::AttentionForward& p) override { attention_->forward(ctx_, p); }
+  void attention_backward(const ops::AttentionBackward& p) override { attention_->backward(ctx_, p); }
   void gather_forward(const ops::GatherForward& p) override { cuda::gather_forward(ctx_, p); }
   void gather_backward(const ops::GatherBackward& p) override { cuda::gather_backward(ctx_, *scratch_, p); }
   void cross_entropy_forward(const ops::CrossEntropyForward& p) override {
@@ -235,8 +246,9 @@ class CudaBackend final : public Backend {
   std::string device_name_;
   double memory_gib_ = 0;
   bool own_gelu_ = false;
-  std::unique_ptr<cuda::GemmRunner> gemm_ = std::make_unique<cuda::GemmRunner>();
-  std::unique_ptr<cuda::OpScratch> scratch_ = std::make_unique<cuda::OpScratch>();
+  std::unique_ptr<cuda::GemmRunner> gemm_;
+  std::unique_ptr<cuda::OpScratch> scratch_;
+  std::unique_ptr<cuda::AttentionRunner> attention_;
 };
 
 }  // namespace

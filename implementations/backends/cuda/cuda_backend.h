@@ -3,6 +3,7 @@
 // the backend registry can include it.
 #pragma once
 
+#include <cstddef>
 #include <memory>
 
 #include "backends/backend.h"

@@ -1,5 +1,5 @@
-// What every CUDA op is handed: the stream it runs on, the library handles and the shared GEMM workspace, all
-// owned by the CudaBackend (cuda_backend.h); plus the one check family for CUDA, cuBLAS(Lt) and cuDNN calls.
+// What every CUDA op is handed: the stream it runs on, the library handles and whether a graph capture is under way,
+// all owned by the CudaBackend (cuda_backend.h); plus the one check family for CUDA, cuBLAS(Lt) and cuDNN calls.
 #pragma once
 
 #include <cstddef>
@@ -9,7 +9,7 @@
 #include <cuda_runtime.h>
 #include <cudnn.h>
 
-#include "backends/cuda/cuda_options.h"
+#include "backends/cuda/scratch_buffer.h"
 #include "core/errors.h"
 
 namespace bertperf::cuda {
@@ -18,13 +18,9 @@ struct CudaContext {
   cudaStream_t stream = nullptr;
   cublasLtHandle_t lt = nullptr;
   cudnnHandle_t cudnn = nullptr;
-  void* workspace = nullptr;   // device memory shared by the GEMMs of a step (cuBLASLt's workspace)
-  size_t workspace_bytes = 0;
+  CaptureState capture;        // set by capture_graph (graph_capture.h); read by every working buffer (scratch.h)
   int device = 0;
   int sm = 0;                  // compute capability as 10 * major + minor: 80 (A100), 90 (H100/H200)
-  // The backend's options (cuda_options.h) the ops follow.
-  AttentionImpl attention = AttentionImpl::AUTO;
-  size_t attention_workspace_cap = 0;  // bytes cuDNN's attention backward may take
 };
 
 }  // namespace bertperf::cuda

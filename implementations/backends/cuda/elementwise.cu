@@ -84,8 +84,10 @@ template <typename D, typename S>
 __global__ void convert_kernel(D* dst, const S* src, size_t n) {
   for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<size_t>(gridDim.x) * blockDim.x) {
-    if constexpr (std::is_same_v<D, bf16>) {
-      dst[i] = __float2bfloat16_rn(static_cast<float>(to_float(src[i])));
+    if constexpr (std::is_same_v<D, bf16> && std::is_same_v<S, double>) {
+      dst[i] = __ushort_as_bfloat16(kmath::bf16_bits(src[i]));  // one rounding, not two through float
+    } else if constexpr (std::is_same_v<D, bf16>) {
+      dst[i] = __float2bfloat16_rn(to_float(src[i]));
     } else if constexpr (std::is_same_v<S, bf16>) {
       dst[i] = static_cast<D>(__bfloat162float(src[i]));
     } else {
@@ -150,7 +152,7 @@ void add_column_sums(CudaContext& ctx, DeviceScratch& scratch, float* sums, cons
   // The split depends on N only, so a given shape always sums in the same order.
   const int chunks = std::min(128, std::max(1, (N + 31) / 32));
   const int rows_per_chunk = (N + chunks - 1) / chunks;
-  float* partial = scratch.as<float>(static_cast<size_t>(chunks) * C, ctx.stream);
+  float* partial = scratch.as<float>(static_cast<size_t>(chunks) * C);
   column_partials_kernel<<<dim3(ceil_div(C, kThreads), chunks), kThreads, 0, ctx.stream>>>(partial, x, N, C, ld,
                                                                                           rows_per_chunk);
   CUDA_CHECK_LAUNCH();

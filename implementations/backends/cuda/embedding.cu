@@ -45,7 +45,7 @@ void sorted_scatter_add(CudaContext& ctx, DeviceScratch& scratch, Dst* dst, cons
                                              static_cast<const int32_t*>(nullptr), static_cast<int32_t*>(nullptr), M,
                                              0, 32, ctx.stream));
   const size_t ints = (3 * static_cast<size_t>(M) + 63) / 64 * 64;
-  char* base = static_cast<char*>(scratch.get(ints * sizeof(int32_t) + temp_bytes, ctx.stream));
+  char* base = static_cast<char*>(scratch.get(ints * sizeof(int32_t) + temp_bytes));
   int32_t* keys_out = reinterpret_cast<int32_t*>(base);
   int32_t* values_in = keys_out + M;
   int32_t* values_out = values_in + M;

@@ -25,16 +25,23 @@ class CudaGraphOps final : public CapturedOps {
 }  // namespace
 
 std::unique_ptr<CapturedOps> capture_graph(CudaContext& ctx, const std::function<void()>& issue) {
+  BERT_CHECK(!ctx.capture.capturing, "a graph capture inside a graph capture");
   CUDA_CHECK(cudaStreamBeginCapture(ctx.stream, cudaStreamCaptureModeThreadLocal));
+  // From here on, graphs may point at the working buffers: they never grow inside a capture and are never freed
+  // while the backend lives once one exists (scratch_buffer.h).
+  ctx.capture.capturing = true;
+  ctx.capture.captured = true;
   cudaGraph_t graph = nullptr;
   try {
     issue();
   } catch (...) {
+    ctx.capture.capturing = false;
     cudaStreamEndCapture(ctx.stream, &graph);  // leaves the stream usable; the partial graph is dropped
     if (graph) cudaGraphDestroy(graph);
     cudaGetLastError();
     throw;
   }
+  ctx.capture.capturing = false;
   CUDA_CHECK(cudaStreamEndCapture(ctx.stream, &graph));
   try {
     return std::make_unique<CudaGraphOps>(ctx.stream, graph);

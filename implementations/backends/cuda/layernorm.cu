@@ -296,7 +296,7 @@ void launch_backward(CudaContext& ctx, DeviceScratch& scratch, DX* dinp, bf16* d
   if (!dgamma && !dbeta) return;
   const int chunks = std::min(128, std::max(1, (N + 31) / 32));
   const int rows_per_chunk = (N + chunks - 1) / chunks;
-  float* partial = scratch.as<float>(static_cast<size_t>(chunks) * 2 * C, ctx.stream);
+  float* partial = scratch.as<float>(static_cast<size_t>(chunks) * 2 * C);
   constexpr int kThreads = 256;
   layernorm_param_partials_kernel<<<dim3(ceil_div(C, kThreads), chunks), kThreads, 0, ctx.stream>>>(
       partial, dout, x, mean, rstd, N, C, rows_per_chunk, d, at == DropoutAt::POST);

@@ -2,6 +2,7 @@
 #include "backends/cuda/linear.h"
 
 #include <algorithm>
+#include <cstdio>
 
 #include "backends/cuda/elementwise.h"
 
@@ -41,18 +42,54 @@ bool has_bias(cublasLtEpilogue_t e) {
   return e == CUBLASLT_EPILOGUE_BIAS || e == CUBLASLT_EPILOGUE_GELU_BIAS || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
 }
 
-}  // namespace
-
-GemmRunner::~GemmRunner() {
-  for (auto& [key, plan] : plans_) {
-    cublasLtMatrixLayoutDestroy(plan.a);
-    cublasLtMatrixLayoutDestroy(plan.b);
-    cublasLtMatrixLayoutDestroy(plan.d);
-    cublasLtMatmulDescDestroy(plan.desc);
+const char* epilogue_name(cublasLtEpilogue_t e) {
+  switch (e) {
+    case CUBLASLT_EPILOGUE_DEFAULT: return "none";
+    case CUBLASLT_EPILOGUE_BIAS: return "BIAS";
+    case CUBLASLT_EPILOGUE_GELU_AUX: return "GELU_AUX";
+    case CUBLASLT_EPILOGUE_GELU_AUX_BIAS: return "GELU_AUX_BIAS";
+    case CUBLASLT_EPILOGUE_DGELU: return "DGELU";
+    default: return "other";
   }
 }
 
-GemmRunner::Plan& GemmRunner::plan_for(CudaContext& ctx, const Gemm& g, const Key& key) {
+std::string describe_gemm(const Gemm& g) {
+  return cat("m ", g.m, " n ", g.n, " k ", g.k, " (lda ", g.lda, ", ldb ", g.ldb, ", ldd ", g.ldd, ", batch ", g.batch,
+             ", epilogue ", epilogue_name(g.epilogue), ")");
+}
+
+void destroy(cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t a, cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t d) {
+  if (a) cublasLtMatrixLayoutDestroy(a);
+  if (b) cublasLtMatrixLayoutDestroy(b);
+  if (d) cublasLtMatrixLayoutDestroy(d);
+  if (desc) cublasLtMatmulDescDestroy(desc);
+}
+
+// cuBLASLt's advice: 32 MiB of workspace on Hopper, 4 MiB before it.
+size_t usual_workspace(const CudaContext& ctx) { return ctx.sm >= 90 ? (size_t{32} << 20) : (size_t{4} << 20); }
+
+}  // namespace
+
+GemmRunner::GemmRunner(const CudaContext& ctx) : workspace_({&ctx}, ctx.capture, "cuBLASLt workspace") {}
+
+GemmRunner::~GemmRunner() {
+  for (auto& [key, plan] : plans_) destroy(plan.desc, plan.a, plan.b, plan.d);
+}
+
+GemmRunner::Key GemmRunner::key_of(const Gemm& g) {
+  return {g.m, g.n, g.k, g.lda, g.ldb, g.ldd, g.trans_a, g.trans_b, g.type_a, g.type_b, g.type_d,
+          g.accumulate, static_cast<int64_t>(g.epilogue), g.type_bias, g.bias_stride, g.ld_aux, g.batch,
+          g.stride_a, g.stride_b, g.stride_d, alignment_of(g.A), alignment_of(g.B), alignment_of(g.D),
+          alignment_of(g.bias), alignment_of(g.aux), g.scale_a != nullptr, g.scale_b != nullptr,
+          g.scale_d != nullptr};
+}
+
+void GemmRunner::note_once(const Gemm& g, const std::string& message) {
+  if (noted_.insert(key_of(g)).second) std::fprintf(stderr, "cuda backend: %s\n", message.c_str());
+}
+
+GemmRunner::Plan& GemmRunner::plan_for(CudaContext& ctx, const Gemm& g) {
+  const Key key = key_of(g);
   auto found = plans_.find(key);
   if (found != plans_.end()) return found->second;
   Plan plan;
@@ -77,47 +114,58 @@ GemmRunner::Plan& GemmRunner::plan_for(CudaContext& ctx, const Gemm& g, const Ke
   plan.b = make_layout(g.type_b, g.trans_b ? g.n : g.k, g.trans_b ? g.k : g.n, g.ldb, g.batch, g.stride_b);
   plan.d = make_layout(g.type_d, g.m, g.n, g.ldd, g.batch, g.stride_d);
 
-  cublasLtMatmulPreference_t pref = nullptr;
-  CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-  const uint64_t workspace = ctx.workspace_bytes;
-  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
-                                                    sizeof workspace));
-  const uint32_t align_a = static_cast<uint32_t>(alignment_of(g.A)), align_b = static_cast<uint32_t>(alignment_of(g.B)),
-                 align_d = static_cast<uint32_t>(alignment_of(g.D));
-  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a,
-                                                    sizeof align_a));
-  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b,
-                                                    sizeof align_b));
-  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_d,
-                                                    sizeof align_d));
-  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_d,
-                                                    sizeof align_d));
-  cublasLtMatmulHeuristicResult_t result{};
-  int found_count = 0;
-  const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(ctx.lt, plan.desc, plan.a, plan.b, plan.d, plan.d,
-                                                               pref, 1, &result, &found_count);
-  cublasLtMatmulPreferenceDestroy(pref);
-  if (status != CUBLAS_STATUS_SUCCESS || found_count == 0) {
-    cublasLtMatrixLayoutDestroy(plan.a);
-    cublasLtMatrixLayoutDestroy(plan.b);
-    cublasLtMatrixLayoutDestroy(plan.d);
-    cublasLtMatmulDescDestroy(plan.desc);
-    BERT_CHECK(false, "cuBLASLt has no algorithm for the GEMM m ", g.m, " n ", g.n, " k ", g.k, " (lda ", g.lda,
-               ", ldb ", g.ldb, ", ldd ", g.ldd, ", batch ", g.batch, ", epilogue ", static_cast<int>(g.epilogue),
-               "): ", cublasLtGetStatusString(status));
+  // The heuristic's algorithms for `count` requested within `workspace` bytes; the first is its choice.
+  auto ask = [&](int count, uint64_t workspace, std::vector<cublasLtMatmulHeuristicResult_t>& results) {
+    cublasLtMatmulPreference_t pref = nullptr;
+    CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+    auto prefer = [&](cublasLtMatmulPreferenceAttributes_t attr, const void* value, size_t size) {
+      CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, attr, value, size));
+    };
+    const uint32_t align_a = static_cast<uint32_t>(alignment_of(g.A)), align_b = static_cast<uint32_t>(alignment_of(g.B)),
+                   align_d = static_cast<uint32_t>(alignment_of(g.D));
+    prefer(CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace, sizeof workspace);
+    prefer(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a, sizeof align_a);
+    prefer(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b, sizeof align_b);
+    prefer(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_d, sizeof align_d);
+    prefer(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_d, sizeof align_d);
+    results.assign(static_cast<size_t>(count), cublasLtMatmulHeuristicResult_t{});
+    int found_count = 0;
+    const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(ctx.lt, plan.desc, plan.a, plan.b, plan.d, plan.d,
+                                                                 pref, count, results.data(), &found_count);
+    cublasLtMatmulPreferenceDestroy(pref);
+    results.resize(status == CUBLAS_STATUS_SUCCESS ? static_cast<size_t>(found_count) : 0);
+    return status;
+  };
+  const size_t usual = usual_workspace(ctx), wide = kWideWorkspace * usual;
+  std::vector<cublasLtMatmulHeuristicResult_t> results;
+  const cublasStatus_t first = ask(1, usual, results);
+  if (results.empty()) {
+    ask(kWideRequest, wide, results);
+    if (!results.empty()) {
+      note_once(g, cat("cuBLASLt's heuristic had no algorithm for the GEMM ", describe_gemm(g), " within ", usual,
+                       " bytes of workspace (", cublasLtGetStatusString(first), "); a request for up to ", kWideRequest,
+                       " within ", wide, " bytes gave ", results.size(), ", running the first (",
+                       results[0].workspaceSize, " bytes of workspace)"));
+    }
   }
-  plan.algo = result.algo;
+  if (results.empty()) {  // remembered: the caller may run the op another way
+    destroy(plan.desc, plan.a, plan.b, plan.d);
+    return plans_.emplace(key, Plan{}).first->second;
+  }
+  plan.algo = results[0].algo;
+  plan.ok = true;
+  workspace_.get(std::max(usual, results[0].workspaceSize));
   return plans_.emplace(key, plan).first->second;
 }
 
+bool GemmRunner::plannable(CudaContext& ctx, const Gemm& g) { return g.m <= 0 || g.n <= 0 || plan_for(ctx, g).ok; }
+
 void GemmRunner::run(CudaContext& ctx, const Gemm& g) {
   if (g.m <= 0 || g.n <= 0) return;
-  const Key key = {g.m, g.n, g.k, g.lda, g.ldb, g.ldd, g.trans_a, g.trans_b, g.type_a, g.type_b, g.type_d,
-                   g.accumulate, static_cast<int64_t>(g.epilogue), g.type_bias, g.bias_stride, g.ld_aux, g.batch,
-                   g.stride_a, g.stride_b, g.stride_d, alignment_of(g.A), alignment_of(g.B), alignment_of(g.D),
-                   alignment_of(g.bias), alignment_of(g.aux), g.scale_a != nullptr, g.scale_b != nullptr,
-                   g.scale_d != nullptr};
-  Plan& plan = plan_for(ctx, g, key);
+  Plan& plan = plan_for(ctx, g);
+  BERT_CHECK(plan.ok, "cuBLASLt has no algorithm for the GEMM ", describe_gemm(g), ", asked for its best within ",
+             usual_workspace(ctx), " bytes of workspace and for up to ", kWideRequest, " within ",
+             kWideWorkspace * usual_workspace(ctx));
   // Pointers change from call to call; the rest of the descriptor is the plan's.
   if (has_bias(g.epilogue)) set_desc(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias, sizeof g.bias);
   if (has_aux(g.epilogue)) set_desc(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &g.aux, sizeof g.aux);
@@ -126,7 +174,7 @@ void GemmRunner::run(CudaContext& ctx, const Gemm& g) {
   if (g.scale_d) set_desc(plan.desc, CUBLASLT_MATMUL_DESC_D_SCALE_POINTER, &g.scale_d, sizeof g.scale_d);
   const float alpha = 1.0f, beta = g.accumulate ? 1.0f : 0.0f;
   CUBLAS_CHECK(cublasLtMatmul(ctx.lt, plan.desc, &alpha, g.A, plan.a, g.B, plan.b, &beta, g.D, plan.d, g.D, plan.d,
-                              &plan.algo, ctx.workspace, ctx.workspace_bytes, ctx.stream));
+                              &plan.algo, workspace_.data(), workspace_.bytes(), ctx.stream));
 }
 
 void linear_forward(CudaContext& ctx, GemmRunner& gemm, bool own_gelu, const ops::LinearForward& p) {
@@ -136,7 +184,16 @@ void linear_forward(CudaContext& ctx, GemmRunner& gemm, bool own_gelu, const ops
   BERT_CHECK(p.act != ops::Activation::GELU || p.pre, "linear: GELU needs its pre-activation buffer");
   if (N <= 0) return;
   // cuBLASLt's GELU epilogue wants its aux matrix's leading dimension a multiple of 8 and 16-byte aligned.
-  const bool lt_gelu = p.act == ops::Activation::GELU && !own_gelu && G == 1 && ldo % 8 == 0 && aligned16(p.pre);
+  bool lt_gelu = p.act == ops::Activation::GELU && !own_gelu && G == 1 && ldo % 8 == 0 && aligned16(p.pre);
+  if (lt_gelu) {
+    const Gemm fused = linear_forward_gemms(p, true).front();
+    if (!gemm.plannable(ctx, fused)) {
+      lt_gelu = false;
+      gemm.note_once(fused, cat("cuBLASLt has no algorithm for the forward GEMM m ", fused.m, " n ", fused.n, " k ",
+                                fused.k, " with its GELU epilogue: running it with the bias epilogue alone, then "
+                                "GELU in this backend's kernel"));
+    }
+  }
   // One GEMM per group (the fused QKV is three products of one input into column blocks of one output).
   for (const Gemm& g : linear_forward_gemms(p, lt_gelu)) gemm.run(ctx, g);
   if (p.act == ops::Activation::GELU && !lt_gelu) {
@@ -158,8 +215,17 @@ void linear_backward(CudaContext& ctx, GemmRunner& gemm, OpScratch& scratch, boo
   if (N <= 0) return;
   const bf16* dout = static_cast<const bf16*>(p.dout);
   if (p.dinp) {
-    const bool lt_dgelu = p.dinp_act == ops::Activation::GELU && !own_gelu && G == 1 && I % 8 == 0 &&
-                          aligned16(p.dinp_act_saved) && aligned16(p.dinp);
+    bool lt_dgelu = p.dinp_act == ops::Activation::GELU && !own_gelu && G == 1 && I % 8 == 0 &&
+                    aligned16(p.dinp_act_saved) && aligned16(p.dinp);
+    if (lt_dgelu) {
+      const Gemm fused = linear_dinp_gemms(p, true).front();
+      if (!gemm.plannable(ctx, fused)) {
+        lt_dgelu = false;
+        gemm.note_once(fused, cat("cuBLASLt has no algorithm for the input-gradient GEMM m ", fused.m, " n ", fused.n,
+                                  " k ", fused.k, " with its DGELU epilogue: running it without, then the GELU "
+                                  "derivative in this backend's kernel"));
+      }
+    }
     for (const Gemm& g : linear_dinp_gemms(p, lt_dgelu)) gemm.run(ctx, g);
     if (p.dinp_act != ops::Activation::NONE) {
       bf16* dinp = static_cast<bf16*>(p.dinp);

@@ -4,10 +4,11 @@
 //
 // Epilogues: BIAS in the forward; GELU_AUX_BIAS (gelu(x . W + b) with the pre-activation saved as the aux matrix)
 // for the FFN up-projection, and DGELU (the GELU derivative applied from the aux matrix) for the backward of
-// the layer feeding it. cuBLASLt's GELU is the tanh form (it is what PyTorch's use_gelu fusion, compared with
-// gelu(approximate="tanh"), and NVIDIA's BERT builds rely on; the cuBLASLt docs do not name the formula), and
-// the conformance test compares it with the CPU's kmath::gelu. Setting BERTPERF_CUDA_GELU=kernel in the
-// environment replaces both with this backend's own kernels over kmath::gelu and kmath::gelu_grad. Bias
+// the layer feeding it. Where cuBLASLt has no algorithm with a GELU epilogue, the GEMM runs without it and this
+// backend's GELU kernel follows (said once on stderr). cuBLASLt's GELU is the tanh form (it is what PyTorch's
+// use_gelu fusion, compared with gelu(approximate="tanh"), and NVIDIA's BERT builds rely on; the cuBLASLt docs do
+// not name the formula), and the conformance test compares it with the CPU's kmath::gelu. The backend option
+// "gelu": "kernel" replaces both with this backend's own kernels over kmath::gelu and kmath::gelu_grad. Bias
 // gradients are this backend's own deterministic column sums (ops.h accumulates them in fp32; cuBLASLt's BGRAD
 // epilogues overwrite, in the bias type).
 #pragma once
@@ -17,6 +18,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <set>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -44,25 +47,41 @@ struct Gemm {
   const float* scale_a = nullptr; const float* scale_b = nullptr; const float* scale_d = nullptr;
 };
 
+// Runs GEMMs through cuBLASLt plans made on a shape's first call, and owns the GEMMs' workspace. A plan comes from
+// cuBLASLt's heuristic, asked for its best algorithm within the usual workspace (32 MiB on Hopper, 4 MiB before);
+// when it has none, asked again for up to kWideRequest algorithms within kWideWorkspace times that workspace, the
+// first taken and the workspace grown to what it needs (said once on stderr). A GEMM with no algorithm either way
+// is remembered as such: plannable() says so, run() throws.
 class GemmRunner {
  public:
-  GemmRunner() = default;
+  static constexpr int kWideRequest = 16;
+  static constexpr size_t kWideWorkspace = 4;
+
+  explicit GemmRunner(const CudaContext& ctx);
   ~GemmRunner();
   GemmRunner(const GemmRunner&) = delete;
   GemmRunner& operator=(const GemmRunner&) = delete;
 
+  // Whether cuBLASLt has an algorithm for g (asking its heuristic on the first call of g's shape).
+  bool plannable(CudaContext& ctx, const Gemm& g);
   void run(CudaContext& ctx, const Gemm& g);
   size_t plans() const { return plans_.size(); }
+  // One line on stderr, the first time for g's shape: a GEMM that ran another way than asked.
+  void note_once(const Gemm& g, const std::string& message);
 
  private:
   struct Plan {
+    bool ok = false;
     cublasLtMatmulDesc_t desc = nullptr;
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
     cublasLtMatmulAlgo_t algo{};
   };
   using Key = std::vector<int64_t>;
-  Plan& plan_for(CudaContext& ctx, const Gemm& g, const Key& key);
+  static Key key_of(const Gemm& g);
+  Plan& plan_for(CudaContext& ctx, const Gemm& g);
   std::map<Key, Plan> plans_;
+  std::set<Key> noted_;
+  DeviceScratch workspace_;
 };
 
 // The element types of a linear op's operands: A (activations), W (weights), F (weight gradients).

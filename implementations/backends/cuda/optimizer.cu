@@ -181,7 +181,7 @@ __global__ void __launch_bounds__(kThreads) lamb_apply_kernel(LambApplyArgs a) {
 
 // The completion counter (zeroed here, on the stream) and `doubles` partial sums.
 double* partials_and_counter(CudaContext& ctx, OpScratch& scratch, size_t doubles, int** counter) {
-  char* base = static_cast<char*>(scratch.optimizer.get(256 + doubles * sizeof(double), ctx.stream));
+  char* base = static_cast<char*>(scratch.optimizer.get(256 + doubles * sizeof(double)));
   *counter = reinterpret_cast<int*>(base);
   CUDA_CHECK(cudaMemsetAsync(*counter, 0, sizeof(int), ctx.stream));
   return reinterpret_cast<double*>(base + 256);

@@ -1,48 +1,44 @@
-// Device working memory an op needs beyond its arguments (per-row and per-chunk partial sums, sort buffers), owned
-// by the CudaBackend and grown only when a larger call comes. The first step of a run sizes every buffer, so a
-// step captured or replayed after it allocates nothing.
+// Device working memory an op needs beyond its arguments (per-row and per-chunk partial sums, sort buffers, library
+// workspaces), owned by the CudaBackend and grown only when a larger call comes, by scratch_buffer.h's rule: the
+// first step of a run sizes every buffer, a buffer never grows inside a capture, and one outgrown after a capture is
+// kept for the graphs that point at it.
 #pragma once
 
 #include <cstddef>
 
 #include "backends/cuda/cuda_context.h"
+#include "backends/cuda/scratch_buffer.h"
 
 namespace bertperf::cuda {
 
-class DeviceScratch {
- public:
-  DeviceScratch() = default;
-  DeviceScratch(const DeviceScratch&) = delete;
-  DeviceScratch& operator=(const DeviceScratch&) = delete;
-  ~DeviceScratch() {
-    if (data_) cudaFree(data_);
-  }
-  // At least `bytes` of device memory, 256-byte aligned; contents undefined. Growing waits for `stream` first (the
-  // old buffer may still be in use).
-  void* get(size_t bytes, cudaStream_t stream) {
-    if (bytes > bytes_) {
-      if (data_) {
-        CUDA_CHECK(cudaStreamSynchronize(stream));
-        CUDA_CHECK(cudaFree(data_));
-        data_ = nullptr;
-        bytes_ = 0;
-      }
-      CUDA_CHECK(cudaMalloc(&data_, bytes));
-      bytes_ = bytes;
+// Device memory from cudaMalloc (256-byte aligned) on the context's device; released after the context's stream
+// has finished the work issued before.
+struct DeviceAllocator {
+  const CudaContext* ctx;
+  void* allocate(size_t bytes) const {
+    void* p = nullptr;
+    const cudaError_t status = cudaMalloc(&p, bytes);
+    if (status != cudaSuccess) {
+      cudaGetLastError();
+      throw_input("cuda backend", cat("cannot allocate ", bytes, " bytes of device memory for an op's working buffer (",
+                                      cudaGetErrorString(status), ")"));
     }
-    return data_;
+    return p;
   }
-  template <typename T>
-  T* as(size_t count, cudaStream_t stream) { return static_cast<T*>(get(count * sizeof(T), stream)); }
-
- private:
-  void* data_ = nullptr;
-  size_t bytes_ = 0;
+  void release(void* p) const noexcept {
+    cudaStreamSynchronize(ctx->stream);
+    cudaFree(p);
+  }
 };
+
+using DeviceScratch = ScratchBuffer<DeviceAllocator>;
 
 // The scratch buffers of the ops; each op family uses its own so that buffers of one call never alias another's
 // still in use on the stream.
 struct OpScratch {
+  explicit OpScratch(const CudaContext& ctx)
+      : reduce({&ctx}, ctx.capture, "reduce"), sort({&ctx}, ctx.capture, "sort"),
+        optimizer({&ctx}, ctx.capture, "optimizer"), bias_grad({&ctx}, ctx.capture, "bias-gradient") {}
   DeviceScratch reduce;      // column and row partial sums (bias, LayerNorm parameter gradients, loss statistics)
   DeviceScratch sort;        // the scatter-add's sorted indices and CUB temporary storage
   DeviceScratch optimizer;   // per-chunk partial sums and the completion counter
