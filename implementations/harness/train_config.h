@@ -11,7 +11,8 @@
 //     "bert_config": {bert_config.json fields} | "path/to/bert_config.json",
 //     "init_checkpoint": str (optional, "" = random init),
 //     "data": { "train_files": [path or glob, ...], "eval_file": path, "seq_len": int,
-//               "max_predictions": int, "packed": bool },
+//               "max_predictions": int, "packed": bool (training batches hold packed rows: unpacked shards are packed
+//               by the reader, packed shards keep their rows and need true; harness/reader_plan.h) },
 //     "batch": { "local_batch_size": int, "grad_accum_steps": int, "ranks": int },
 //     "backend": { "name": "cpu" | "cpu-f64" | "cuda" | ..., "capture": bool (optional, default true: replay the
 //                  step as one captured graph where the backend can), and the backend's own options, e.g. CPU

@@ -63,43 +63,24 @@ const Case kCases[] = {
     {"sharded-after", R"({"algorithm": "allreduce", "shard_optimizer": true})", true, "sharded (ZeRO-1)"},
 };
 
-// Train data, benchmark.json and configs for a tiny BERT with dropout.
+// Train data, benchmark.json and configs for the tiny BERT (tiny_bert.h, with dropout).
 class TrainFiles {
  public:
   explicit TrainFiles(const fs::path& dir) : dir_(dir) {
-    fs::create_directories(dir);
+    bertperf::testing::write_tiny_benchmark(dir, 16, 1);
     write_varlength((dir / "train.hdf5").string(), bertperf::testing::synthetic_sequences(640, 32, 64, 5, 1));
     write_varlength((dir / "eval.hdf5").string(), bertperf::testing::synthetic_sequences(16, 32, 64, 5, 2));
-    std::ofstream(dir / "benchmark.json") << R"({
-  "name": "synthetic", "submission_benchmark": "bert", "division": "open", "target_accuracy": 0.5,
-  "eval_samples": 16, "eval_interval": {"scale": 1.0, "per_global_batch_sample": 0.0, "offset": 256,
-  "round_down_to": 1}, "runs": 1
-})";
   }
 
   // A config of `ranks` x `accum` micro-batches of 8 sequences.
   std::string config(const std::string& name, int ranks, int accum, bool after_reduction,
                      const std::string& reduction) const {
-    const std::string path = (dir_ / (name + ".json")).string();
-    std::ofstream(path) << R"({
-  "benchmark": "synthetic", "system": "test_cpu",
-  "bert_config": {"vocab_size": 64, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4,
-                  "intermediate_size": 64, "hidden_act": "gelu", "hidden_dropout_prob": 0.1,
-                  "attention_probs_dropout_prob": 0.1, "max_position_embeddings": 64, "type_vocab_size": 2,
-                  "initializer_range": 0.02},
-  "data": {"train_files": ["train.hdf5"], "eval_file": "eval.hdf5", "seq_len": 32, "max_predictions": 5,
-           "packed": false},
-  "batch": {"local_batch_size": 8, "grad_accum_steps": )"
-                        << accum << R"(, "ranks": )" << ranks << R"(},
-  "backend": {"name": "cpu", "threads": 1},
-  "distributed": {"clip": ")"
-                        << (after_reduction ? "after_reduction" : "per_micro_batch") << R"(", "reduction": )"
-                        << reduction << R"(},
-  "lamb": {"learning_rate": 0.01, "beta1": 0.9, "beta2": 0.999, "epsilon": 1e-06, "weight_decay": 0.01,
-           "max_grad_norm": 1.0, "train_steps": 1000, "warmup_steps": 0, "start_warmup_step": 0, "poly_power": 1.0},
-  "eval": {"batch_size": 16}
-})";
-    return path;
+    return bertperf::testing::write_tiny_config(
+        dir_ / (name + ".json"),
+        {{"batch", {{"grad_accum_steps", accum}, {"ranks", ranks}}},
+         {"distributed",
+          {{"clip", after_reduction ? "after_reduction" : "per_micro_batch"},
+           {"reduction", nlohmann::ordered_json::parse(reduction)}}}});
   }
   const fs::path& dir() const { return dir_; }
 

@@ -18,11 +18,7 @@
 #include <vector>
 
 #include "backends/registry.h"
-#include "backends/cpu/cpu_backend.h"
-#include "comm/reducer.h"
 #include "gradient_agreement.h"
-#include "harness/train_step.h"
-#include "optim/lamb.h"
 #include "small_bert_step.h"
 
 namespace bertperf {
@@ -43,10 +39,9 @@ TEST(GpuStep, ForwardBackwardMatchesTheCpuBackend) {
   const BertConfig config = small_config(0.0f);
   const TensorTable table = bert_parameter_table(config);
   const Batch batch = packed_batch(8, config.vocab_size, 3);
-  std::unique_ptr<Backend> cuda = make_backend(backend_spec("cuda")), cpu = make_cpu_backend(DType::F32, 0);
-  std::printf("backend: %s\n", cuda->describe().c_str());
-  const Gradients got = forward_backward(*cuda, config, table, batch);
-  const Gradients want = forward_backward(*cpu, config, table, batch);
+  const Gradients got = forward_backward("cuda", config, batch);
+  const Gradients want = forward_backward("cpu", config, batch);
+  std::printf("backend: %s\n", got.backend.c_str());
   ASSERT_TRUE(std::isfinite(got.loss));
   EXPECT_NEAR(got.loss, want.loss, 1e-2 * std::fabs(want.loss)) << "loss";
   for (const std::string& line : gradient_disagreements(table, *got.grads, *want.grads)) ADD_FAILURE() << line;
@@ -58,21 +53,9 @@ TEST(GpuStep, ForwardBackwardMatchesTheCpuBackend) {
 TEST(GpuStep, StepsRunForTheSanitizers) {
   SKIP_WITHOUT_CUDA();
   const BertConfig config = small_config(0.1f);
-  std::unique_ptr<Backend> backend = make_backend(backend_spec("cuda"));
-  const TensorTable table = bert_parameter_table(config);
-  FlatTensors init(table);
-  bert_init_parameters(init, config, 7);
-  ParamBuffers params(*backend, table);
-  params.upload(init);
-  LambHyperparams hp;
-  hp.learning_rate = 1e-3;
-  hp.train_steps = 100;
-  Lamb lamb(*backend, table, hp);
   const Batch batches[2] = {packed_batch(2, config.vocab_size, 21), packed_batch(2, config.vocab_size, 22)};
-  BertModel model(*backend, config, table, batches[0].capacity);
-  auto dist = DistContext::single();
-  std::unique_ptr<GradReducer> reducer = make_grad_reducer(*backend, backend->master_dtype(), *dist);
-  TrainStep step(*backend, model, params, lamb, *reducer, {.seed = 5, .capture = true}, batches[0].capacity);
+  TrainStack stack = small_stack("cuda", config, batches[0].capacity);
+  TrainStep& step = stack.step();
   // Step 0 eager (it sizes every buffer and builds the library plans); steps 1 and 2 capture one graph per staging
   // set and replay it; step 3 replays the first again.
   for (int i = 0; i < 4; ++i) {
@@ -86,21 +69,9 @@ TEST(GpuStep, StepsRunForTheSanitizers) {
 
 // The master weights after `steps` training steps (dropout on) from the parameters of seed 7.
 std::vector<float> train(const BertConfig& config, int steps, bool capture, bool* captured = nullptr) {
-  std::unique_ptr<Backend> backend = make_backend(backend_spec("cuda"));
-  const TensorTable table = bert_parameter_table(config);
-  FlatTensors init(table);
-  bert_init_parameters(init, config, 7);
-  ParamBuffers params(*backend, table);
-  params.upload(init);
-  LambHyperparams hp;
-  hp.learning_rate = 1e-3;
-  hp.train_steps = 100;
-  Lamb lamb(*backend, table, hp);
   const Batch batches[2] = {packed_batch(8, config.vocab_size, 11), packed_batch(8, config.vocab_size, 12)};
-  BertModel model(*backend, config, table, batches[0].capacity);
-  auto dist = DistContext::single();
-  std::unique_ptr<GradReducer> reducer = make_grad_reducer(*backend, backend->master_dtype(), *dist);
-  TrainStep step(*backend, model, params, lamb, *reducer, {.seed = 5, .capture = capture}, batches[0].capacity);
+  TrainStack stack = small_stack("cuda", config, batches[0].capacity, capture);
+  TrainStep& step = stack.step();
   for (int i = 0; i < steps; ++i) {
     step.launch({&batches[i % 2]}, i);
     step.stage_next({&batches[(i + 1) % 2]});
@@ -108,8 +79,8 @@ std::vector<float> train(const BertConfig& config, int steps, bool capture, bool
     EXPECT_TRUE(std::isfinite(s.loss.mlm_loss + s.loss.nsp_loss)) << "step " << i;
   }
   if (captured) *captured = step.captured();
-  FlatTensors out(table);
-  params.download(out);
+  FlatTensors out(stack.table());
+  stack.params().download(out);
   return std::vector<float>(out.data(), out.data() + out.size());
 }
 

@@ -15,15 +15,11 @@
 #include <new>
 #include <sstream>
 
-#include "data/reader.h"
-#include "comm/reducer.h"
+#include "harness/reader_plan.h"
 #include "harness/train_config.h"
 #include "harness/train_session.h"
-#include "harness/train_step.h"
-#include "model/bert.h"
+#include "harness/train_stack.h"
 #include "model/checkpoint.h"
-#include "model/param_buffers.h"
-#include "optim/lamb.h"
 #include "synthetic_data.h"
 
 // Counts every operator new in this test program while `g_count_allocations` is set.
@@ -129,12 +125,7 @@ TEST(Training, TwentyStepTrajectoryIsIdenticalAcrossProcesses) {
 
 // The first training batch of a config's data, as the trainer reads it with seed 0.
 Batch first_batch(const TrainConfig& config, bool pad_predictions = true) {
-  ReaderOptions options;
-  options.files = config.train_files;
-  options.batch_rows = config.local_batch_size;
-  options.seq_len = config.seq_len;
-  options.max_predictions = config.max_predictions;
-  options.vocab_size = config.model.vocab_size;
+  ReaderOptions options = reader_plan(config, DataSet::TRAIN, 0, 1).options;
   options.pad_predictions = pad_predictions;
   PretrainingReader reader(options);
   Batch batch;
@@ -142,26 +133,20 @@ Batch first_batch(const TrainConfig& config, bool pad_predictions = true) {
   return batch;
 }
 
-// The pieces of a training step on the CPU backend, as a session builds them.
+// The training stack of a config on one rank, from the parameters of seed 1.
 struct StepParts {
-  std::unique_ptr<Backend> backend;
-  TensorTable table;
-  ParamBuffers params;
-  BertModel model;
-  Lamb lamb;
   std::unique_ptr<DistContext> dist = DistContext::single();
-  std::unique_ptr<GradReducer> reducer;
+  TrainStack stack;
 
-  StepParts(const TrainConfig& config, BatchCapacity capacity)
-      : backend(make_backend(config.backend)),
-        table(bert_parameter_table(config.model)),
-        params(*backend, table),
-        model(*backend, config.model, table, capacity),
-        lamb(*backend, table, config.lamb),
-        reducer(make_grad_reducer(*backend, backend->master_dtype(), *dist)) {
-    FlatTensors host(table);
-    bert_init_parameters(host, config.model, 1);
-    params.upload(host);
+  StepParts(const TrainConfig& config, BatchCapacity capacity, int micro_batches = 1,
+            ClipMode clip = ClipMode::PER_MICRO_BATCH)
+      : stack(spec(config, capacity, micro_batches, clip), *dist) {}
+
+  static TrainStackSpec spec(const TrainConfig& config, BatchCapacity capacity, int micro_batches, ClipMode clip) {
+    TrainStackSpec s = stack_spec(config, 1, capacity);
+    s.micro_batches = micro_batches;
+    s.clip = clip;
+    return s;
   }
 };
 
@@ -170,10 +155,9 @@ TEST(Training, StepAllocatesNothingAfterTheFirst) {
   const TrainConfig config = load_train_config(run.config_path);
   const Batch batch = first_batch(config);
   for (const ClipMode clip : {ClipMode::PER_MICRO_BATCH, ClipMode::AFTER_REDUCTION}) {
-    StepParts parts(config, batch.capacity);
     // Two micro-batches, so the accumulation path runs too.
-    TrainStep step(*parts.backend, parts.model, parts.params, parts.lamb, *parts.reducer,
-                   {.micro_batches = 2, .seed = 1, .clip = clip}, batch.capacity);
+    StepParts parts(config, batch.capacity, 2, clip);
+    TrainStep& step = parts.stack.step();
     const std::vector<const Batch*> micro = {&batch, &batch};
     step.run(micro, 0);
     g_allocations = 0;
@@ -195,23 +179,24 @@ TEST(Training, UnpaddedPredictionsGiveThePaddedLossAndGradients) {
   ASSERT_LT(unpadded.predictions, padded.predictions) << "the synthetic data must have empty slots";
   for (int i = 0; i < unpadded.predictions; ++i) EXPECT_EQ(unpadded.mlm_weights[i], 1.0f);
   StepParts parts(config, padded.capacity);
-  BatchStage stage(*parts.backend, padded.capacity);
+  TrainStack& stack = parts.stack;
+  BatchStage stage(stack.backend(), padded.capacity);
   const ops::DropoutCounter counter{7, 3, 0};
   auto run_step = [&](const Batch& host, FlatTensors& grads) {
     const DeviceBatch& batch = stage.stage(host, LossWeighting::MEAN);
-    parts.model.zero_stats();
-    parts.model.forward(batch, parts.params.weights(), true, &counter, 0);
-    parts.backend->fill_zero(parts.params.grads(), parts.params.elements() * sizeof(float));
-    parts.model.backward(batch, parts.params.weights(), parts.params.grads(), 1.0f);
-    parts.params.download_grads(grads);
-    return parts.model.read_stats();
+    stack.model().zero_stats();
+    stack.model().forward(batch, stack.params().weights(), true, &counter, 0);
+    stack.backend().fill_zero(stack.params().grads(), stack.params().elements() * sizeof(float));
+    stack.model().backward(batch, stack.params().weights(), stack.params().grads(), 1.0f);
+    stack.params().download_grads(grads);
+    return stack.model().read_stats();
   };
-  FlatTensors padded_grads(parts.table), unpadded_grads(parts.table);
+  FlatTensors padded_grads(stack.table()), unpadded_grads(stack.table());
   const LossStats a = run_step(padded, padded_grads), b = run_step(unpadded, unpadded_grads);
   EXPECT_NEAR(a.mlm_loss, b.mlm_loss, 1e-6 * std::abs(a.mlm_loss));
   EXPECT_DOUBLE_EQ(a.nsp_loss, b.nsp_loss);
   EXPECT_EQ(a.mlm_correct, b.mlm_correct);
-  for (const TensorInfo& t : parts.table.tensors()) {
+  for (const TensorInfo& t : stack.table().tensors()) {
     const float* x = padded_grads.get(t.name);
     const float* y = unpadded_grads.get(t.name);
     double scale = 0, diff = 0;
@@ -232,7 +217,7 @@ TEST(Training, NanLossEndsWithOneLineAndNonZeroExit) {
   bert_init_parameters(params, clean.model, 1);
   params.get("bert/embeddings/LayerNorm/gamma")[0] = std::nanf("");
   save_checkpoint(params, (dir / "nan.h5").string());
-  const auto run = testing::write_synthetic_run(dir, "\"init_checkpoint\": \"nan.h5\",");
+  const auto run = testing::write_synthetic_run(dir, {{"init_checkpoint", "nan.h5"}});
   const Command c = run_bertperf("train --config " + run.config_path + " --steps 5", dir);
   EXPECT_NE(c.status, 0);
   EXPECT_EQ(count_lines(c.err), 1u) << c.err;
