@@ -56,9 +56,7 @@ struct TrainSession::Impl {
   // Checked before anything is built: the memory the config needs, and the job's size.
   static const TrainConfig& checked(const TrainConfig& c, const DistContext& d) {
     check_memory(c, physical_memory_bytes());  // before the first allocation
-    if (d.size() != c.ranks)
-      throw_input(c.source, cat("the config asks for ", c.ranks, " ranks (batch.ranks) but this job has ", d.size(),
-                                "; launch it with mpirun -np ", c.ranks));
+    check_job_ranks(c, d.size());
     return c;
   }
   // One seed for the whole job, whatever each rank was handed; checked before anything is built from it.
