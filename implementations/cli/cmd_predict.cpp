@@ -47,10 +47,12 @@ const char* const kUsage =
     "Model: --algo ring|hierarchical|tree|best (best)  --overlap F (0: reduce after the backward)  --grad-bytes B\n"
     "  (2 a parameter)  --fixed-step-s S  --startup-s S  --eval-rate R (eval samples/s a device; default: fitted)\n"
     "  --round vX.Y (software round and RCP ruleset; default the newest)  --samples N (default: the RCP mean at\n"
-    "  the global batch plus half an eval interval)  --scale LIST (NODESxGPUS,..., default 1xG,<system>,8x8,64x8,512x8)\n"
-    "  --without TERM,...  validate without a term of the model: round (one speed a class whatever the round),\n"
+    "  the global batch plus half an eval interval, times the ratio the published results at that batch and\n"
+    "  of the class needed)  --scale LIST (NODESxGPUS,..., default 1xG,<system>,8x8,64x8,512x8)\n"
+    "  --without TERM,...  without a term of the model: round (one speed a class whatever the round),\n"
     "                      fixed-step (no fixed cost a step), logged-costs (3.3 s start-up and evals at 3x the\n"
-    "                      training rate plus 0.5 s instead of what the logs measure)\n"
+    "                      training rate plus 0.5 s instead of what the logs measure), samples (the RCP samples\n"
+    "                      as they are, no ratio by global batch and device class)\n"
     "Files: --published F  --rcp F  --devices F (default: benchmarks/bert/mlperf/reference/ beside the config)\n"
     "  --json              one JSON object instead of tables\n";
 
@@ -124,6 +126,8 @@ Json row_json(const ValidationRow& w) {
               {"predicted_logged_minutes", w.at_logged.minutes()},
               {"error_logged", w.error_logged},
               {"rcp_samples", w.rcp_samples},
+              {"sample_ratio", w.sample_ratio},
+              {"expected_samples", w.expected_samples},
               {"predicted_rcp_minutes", w.at_rcp.minutes()},
               {"error_rcp", w.error_rcp}};
 }
@@ -153,10 +157,11 @@ int cmd_validate(const Options& opt) {
   const Validation v = validate(data.systems, data.rcp, c);
   if (opt.flag("json")) {
     Json out{{"bands", Json::array()}, {"bands_logged", Json::array()}, {"devices", Json::array()},
-             {"rows", Json::array()}, {"skipped", Json::array()}};
+             {"devices_logged", Json::array()}, {"rows", Json::array()}, {"skipped", Json::array()}};
     for (const auto& b : v.bands) out["bands"].push_back(band_json(b, "nodes"));
     for (const auto& b : v.bands_logged) out["bands_logged"].push_back(band_json(b, "nodes"));
     for (const auto& b : v.devices) out["devices"].push_back(band_json(b, "device"));
+    for (const auto& b : v.devices_logged) out["devices_logged"].push_back(band_json(b, "device"));
     for (const auto& w : v.rows) out["rows"].push_back(row_json(w));
     for (const auto& [s, why] : v.skipped) out["skipped"].push_back({{"id", s->id}, {"reason", why}});
     std::cout << out.dump(1) << "\n";
@@ -164,14 +169,18 @@ int cmd_validate(const Options& opt) {
   }
   std::cout << "Leave-one-out: each of the " << v.rows.size() << " results below predicted from a model fitted to the "
             << "others (" << v.skipped.size() << " not predicted, listed at the end).\n\n"
-            << "At the RCP samples (the RCP mean of the result's ruleset at its global batch, plus half an eval interval):\n\n";
+            << "At the RCP samples (the RCP mean of the result's ruleset at its global batch, plus half an eval interval,\n"
+            << "times the samples ratio of the others at that batch and of its class"
+            << (c.sample_ratios ? "" : "; switched off here") << "):\n\n";
   print_bands(v.bands, "nodes");
   std::cout << "\nAt the samples each result logged (the speed model alone):\n\n";
   print_bands(v.bands_logged, "nodes");
   std::cout << "\nBy device class, at the RCP samples:\n\n";
   print_bands(v.devices, "device");
+  std::cout << "\nBy device class, at the logged samples:\n\n";
+  print_bands(v.devices_logged, "device");
   std::cout << "\n| result | nodes x GPUs | device | GBS | network | measured min | samples/s/GPU, step ms (comm) |"
-               " predicted at logged samples | error | RCP samples | predicted at RCP samples | error |\n"
+               " predicted at logged samples | error | RCP samples x ratio | predicted at RCP samples | error |\n"
                "|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   for (const auto& w : v.rows) {
     const auto& s = *w.system;
@@ -181,7 +190,8 @@ int cmd_validate(const Options& opt) {
               << " | " << fmt("%.3f", *s.olympic_minutes) << " | " << fmt("%.0f", w.fit.rate / w.round_factor) << ", "
               << fmt("%.1f", 1e3 * w.at_rcp.step.step_s) << " (" << fmt("%.1f", 1e3 * w.at_rcp.step.comm_s) << ") | "
               << fmt("%.3f", w.at_logged.minutes()) << " | " << pct(w.error_logged) << " | " << fmt("%.0f", w.rcp_samples)
-              << " | " << fmt("%.3f", w.at_rcp.minutes()) << " | " << pct(w.error_rcp) << " |\n";
+              << " x " << fmt("%.3f", w.sample_ratio) << " | " << fmt("%.3f", w.at_rcp.minutes()) << " | "
+              << pct(w.error_rcp) << " |\n";
   }
   std::cout << "\nNot predicted:\n\n";
   for (const auto& [s, why] : v.skipped) std::cout << "- " << s->id << ": " << why << "\n";
@@ -240,7 +250,7 @@ int cmd_config(const Options& opt) {
   if (per_device < 1) throw_input("--batch", cat(own_gbs, " samples a step leave less than one a device on ", nodes * gpn));
 
   // The model, fitted to every published result.
-  const ScalingModel model = fit_model(fit_set(data.systems), c);
+  const ScalingModel model = fit_model(fit_set(data.systems), c, data.rcp);
   // The device's fit, with what the command line gives; the round (software generation and RCP
   // ruleset) is the newest the device class was published in, unless --round.
   DeviceFit fit;
@@ -331,15 +341,17 @@ int cmd_config(const Options& opt) {
     shape.eval_interval = double(own && shape.global_batch == config.global_batch_size() ? config.eval_interval_samples
                                                                                          : mlperf_eval_interval(shape.global_batch));
     bool clamped = false;
-    const double samples = samples_given ? samples_override
-                                         : expected_samples_to_converge(rcp_mean_samples(rcp.points, double(shape.global_batch), &clamped),
-                                                                        shape.eval_interval);
+    const double ratio = device && !samples_given ? model.sample_ratio(device->name, shape.global_batch) : 1.0;
+    const double samples =
+        samples_given ? samples_override
+                      : ratio * expected_samples_to_converge(rcp_mean_samples(rcp.points, double(shape.global_batch), &clamped),
+                                                             shape.eval_interval);
     const Prediction p = predict(fit, factor, shape, samples, c, startup);
     Json row{{"shape", cat(n, "x", g)}, {"devices", n * g}, {"global_batch", shape.global_batch},
              {"local_batch", double(shape.global_batch) / (n * g)}, {"batch_capped", capped}, {"config_system", own},
              {"compute_ms", 1e3 * p.step.compute_s}, {"comm_ms", 1e3 * p.step.comm_s},
              {"exposed_comm_ms", 1e3 * p.step.exposed_comm_s}, {"step_ms", 1e3 * p.step.step_s},
-             {"samples_per_s", p.step.samples_per_s}, {"samples_to_converge", samples},
+             {"samples_per_s", p.step.samples_per_s}, {"samples_to_converge", samples}, {"sample_ratio", ratio},
              {"rcp_clamped", clamped && !samples_given}, {"eval_interval", shape.eval_interval},
              {"startup_s", p.run.startup_s}, {"steps", p.run.steps}, {"evals", p.run.evals},
              {"time_to_train_minutes", p.minutes()}, {"published", Json::array()}};
@@ -347,13 +359,15 @@ int cmd_config(const Options& opt) {
       // Each published result of this shape, predicted from the config by a model fitted without it.
       for (const PublishedSystem* s : fit_set(data.systems)) {
         if (s->device != device || s->nodes != n || s->per_node != g || s->global_batch != shape.global_batch) continue;
-        const ScalingModel loo = fit_model(fit_set(data.systems, {s->id}), c);
+        const ScalingModel loo = fit_model(fit_set(data.systems, {s->id}), c, data.rcp);
         if (!loo.devices.count(device->name)) continue;
         const double at = rcp_samples(data.rcp, s->round, s->global_batch, shape.eval_interval);
-        const Prediction q = predict(loo.devices.at(device->name), loo.factor_of(s->round), shape, at, c, startup);
+        const double loo_ratio = loo.sample_ratio(device->name, s->global_batch);
+        const Prediction q =
+            predict(loo.devices.at(device->name), loo.factor_of(s->round), shape, at * loo_ratio, c, startup);
         row["published"].push_back({{"id", s->id}, {"olympic_minutes", *s->olympic_minutes},
                                     {"predicted_minutes", q.minutes()}, {"rcp_samples", at},
-                                    {"error", q.minutes() / *s->olympic_minutes - 1}});
+                                    {"sample_ratio", loo_ratio}, {"error", q.minutes() / *s->olympic_minutes - 1}});
       }
     }
     rows.push_back(row);
@@ -394,7 +408,8 @@ int cmd_config(const Options& opt) {
                   p["id"].get<std::string>().c_str(), p["olympic_minutes"].get<double>(),
                   p["predicted_minutes"].get<double>(), pct(p["error"].get<double>()).c_str());
   }
-  std::cout << "\nsamples: the RCP mean at the global batch plus half an eval interval"
+  std::cout << "\nsamples: the RCP mean at the global batch plus half an eval interval, times the ratio of the published\n"
+               "results at that batch and of the class (where 3 or more have one)"
             << (samples_given ? " (overridden by --samples)" : "")
             << "; * = beyond the RCP table, its end used;\n^ = the per-device batch cut to stay within the RCP table's "
                "largest global batch\n";

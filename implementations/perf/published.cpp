@@ -70,6 +70,10 @@ std::vector<PublishedSystem> load_published_systems(const std::string& path, con
     s.accelerator = g.required<std::string>("accelerator");
     s.nodes = g.required<int>("nodes");
     s.per_node = g.required<int>("accelerators_per_node");
+    s.host_processor = g.required<std::string>("host_processor");
+    s.host_processors_per_node = g.required<std::string>("host_processors_per_node");
+    s.host_processor_core_count = g.required<std::string>("host_processor_core_count");
+    s.host_processor_frequency = g.required<std::string>("host_processor_frequency");
     s.host_networking = g.required<std::string>("host_networking");
     s.host_networking_topology = g.required<std::string>("host_networking_topology");
     s.accelerator_interconnect = g.required<std::string>("accelerator_interconnect");
@@ -132,6 +136,21 @@ double ScalingModel::factor_of(const std::string& round) const {
   if (it != round_factor.end()) return it->second;
   const auto newest = round_factor.find(newest_round);
   return newest != round_factor.end() ? newest->second : 1.0;
+}
+
+namespace {
+
+// A group's effect of the samples term; 0 for a group without one.
+template <typename K>
+double effect_of(const std::map<K, double>& effects, const K& key) {
+  const auto it = effects.find(key);
+  return it == effects.end() ? 0.0 : it->second;
+}
+
+}  // namespace
+
+double ScalingModel::sample_ratio(const std::string& device, int64_t global_batch) const {
+  return std::exp(effect_of(batch_log_ratio, global_batch) + effect_of(class_log_ratio, device));
 }
 
 Prediction predict(const DeviceFit& device, double round_factor, const SystemShape& shape, double samples,
@@ -202,7 +221,8 @@ std::pair<double, double> robust_fit(const std::vector<Observation>& obs, bool f
 
 class Fitter {
  public:
-  Fitter(const std::vector<const PublishedSystem*>& train, const ModelConstants& c) : train_(train), c_(c) {
+  Fitter(const std::vector<const PublishedSystem*>& train, const ModelConstants& c, const std::vector<RcpTable>& rcp)
+      : train_(train), c_(c), rcp_(rcp) {
     BERT_CHECK(c.eval_interval && c.gradient_bytes > 0, "model constants without an eval interval or gradient");
     for (const auto* t : train_) {
       shapes_.push_back(shape_of(*t, double(c.eval_interval(t->global_batch))));
@@ -293,6 +313,7 @@ class Fitter {
       const double newest = m.round_factor[m.newest_round];
       for (auto& [round, f] : m.round_factor) f /= newest;
     }
+    if (c_.sample_ratios) fit_samples(m);
     return m;
   }
 
@@ -332,8 +353,29 @@ class Fitter {
     return robust_fit(obs, c_.fixed_step_cost);
   }
 
+  // The samples term: the batch effect is the median log(samples / RCP samples) of the batch's systems,
+  // the class effect the median over the class's systems of what the batch effect leaves; a group of
+  // fewer than kMinSampleGroup systems gets no effect.
+  void fit_samples(ScalingModel& m) const {
+    std::map<int64_t, std::vector<double>> by_batch;
+    std::vector<double> y;
+    for (const auto* t : train_) {
+      const double rcp = rcp_samples(rcp_, t->round, t->global_batch, double(c_.eval_interval(t->global_batch)));
+      y.push_back(std::log(*t->mean_samples / rcp));
+      by_batch[t->global_batch].push_back(y.back());
+    }
+    for (const auto& [gbs, v] : by_batch)
+      if (static_cast<int>(v.size()) >= kMinSampleGroup) m.batch_log_ratio[gbs] = median(v);
+    std::map<std::string, std::vector<double>> by_class;
+    for (size_t i = 0; i < train_.size(); ++i)
+      by_class[train_[i]->device->name].push_back(y[i] - effect_of(m.batch_log_ratio, train_[i]->global_batch));
+    for (const auto& [name, v] : by_class)
+      if (static_cast<int>(v.size()) >= kMinSampleGroup) m.class_log_ratio[name] = median(v);
+  }
+
   const std::vector<const PublishedSystem*>& train_;
   const ModelConstants& c_;
+  const std::vector<RcpTable>& rcp_;
   std::vector<SystemShape> shapes_;
   std::vector<double> comm_;
 };
@@ -351,15 +393,18 @@ std::vector<const PublishedSystem*> fit_set(const std::vector<PublishedSystem>& 
   return out;
 }
 
-ScalingModel fit_model(const std::vector<const PublishedSystem*>& train, const ModelConstants& c) {
-  return Fitter(train, c).fit();
+ScalingModel fit_model(const std::vector<const PublishedSystem*>& train, const ModelConstants& c,
+                       const std::vector<RcpTable>& rcp) {
+  return Fitter(train, c, rcp).fit();
 }
 
 void switch_off(ModelConstants& c, const std::string& term) {
   if (term == "round") c.round_factors = false;
   else if (term == "fixed-step") c.fixed_step_cost = false;
   else if (term == "logged-costs") c.logged_costs = false;
-  else throw_input("--without", cat("the model's terms are 'round', 'fixed-step' and 'logged-costs', got '", term, "'"));
+  else if (term == "samples") c.sample_ratios = false;
+  else throw_input("--without", cat("the model's terms are 'round', 'fixed-step', 'logged-costs' and 'samples', got '",
+                                    term, "'"));
 }
 
 std::string node_band(int nodes) { return nodes == 1 ? "1" : nodes <= 16 ? "2-16" : "32+"; }
@@ -397,7 +442,7 @@ Validation validate(const std::vector<PublishedSystem>& systems, const std::vect
   const auto usable = fit_set(systems);
   std::map<std::string, int> per_device;
   for (const auto* s : usable) ++per_device[s->device->name];
-  std::vector<std::pair<std::string, double>> by_band, by_band_logged, by_device;
+  std::vector<std::pair<std::string, double>> by_band, by_band_logged, by_device, by_device_logged;
   for (const auto& s : systems) {
     std::string why;
     if (!s.same_runs_as.empty()) why = cat("the same runs as ", s.same_runs_as);
@@ -413,7 +458,7 @@ Validation validate(const std::vector<PublishedSystem>& systems, const std::vect
     std::vector<const PublishedSystem*> train;
     for (const auto* t : usable)
       if (t != &s) train.push_back(t);
-    const ScalingModel m = fit_model(train, c);
+    const ScalingModel m = fit_model(train, c, rcp);
     ValidationRow row;
     row.system = &s;
     const double interval = double(c.eval_interval(s.global_batch));
@@ -422,12 +467,15 @@ Validation validate(const std::vector<PublishedSystem>& systems, const std::vect
     row.round_factor = m.factor_of(s.round);
     row.at_logged = predict(row.fit, row.round_factor, row.shape, *s.mean_samples, c);
     row.rcp_samples = rcp_samples(rcp, s.round, s.global_batch, interval);
-    row.at_rcp = predict(row.fit, row.round_factor, row.shape, row.rcp_samples, c);
+    row.sample_ratio = m.sample_ratio(s.device->name, s.global_batch);
+    row.expected_samples = row.rcp_samples * row.sample_ratio;
+    row.at_rcp = predict(row.fit, row.round_factor, row.shape, row.expected_samples, c);
     row.error_logged = row.at_logged.minutes() / *s.olympic_minutes - 1;
     row.error_rcp = row.at_rcp.minutes() / *s.olympic_minutes - 1;
     by_band.emplace_back(node_band(s.nodes), row.error_rcp);
     by_band_logged.emplace_back(node_band(s.nodes), row.error_logged);
     by_device.emplace_back(s.device->name, row.error_rcp);
+    by_device_logged.emplace_back(s.device->name, row.error_logged);
     v.rows.push_back(row);
   }
   const std::vector<std::string> order = {"1", "2-16", "32+"};
@@ -437,6 +485,9 @@ Validation validate(const std::vector<PublishedSystem>& systems, const std::vect
   std::sort(v.devices.begin(), v.devices.end(), [](const Band& a, const Band& b) {
     return a.systems != b.systems ? a.systems > b.systems : a.name < b.name;
   });
+  std::vector<std::string> device_order;
+  for (const auto& b : v.devices) device_order.push_back(b.name);
+  v.devices_logged = bands_of(by_device_logged, device_order);
   return v;
 }
 
