@@ -104,7 +104,13 @@ std::vector<PublishedSystem> load_published_systems(const std::string& path, con
     if (s.eval_s && *s.eval_s < 0) throw_input(where, "eval_s must be >= 0");
     if (!s.same_runs_as.empty() && !ids.count(s.same_runs_as))
       throw_input(where, cat("same_runs_as names '", s.same_runs_as, "', not an earlier row"));
-    s.device = devices.match(s.accelerator);
+    s.device = s.per_node > 0 ? devices.match(s.accelerator) : devices.match_cpu(s.host_processor);
+    if (s.device && s.device->cpu) {
+      s.per_node = 1;  // the node is the device
+      s.cpu = parse_cpu_node(s.host_processor, s.host_processors_per_node, s.host_processor_core_count,
+                             s.host_processor_frequency, s.device->cpu->reference, where, &s.cpu_assumed);
+      s.device_scale = s.device->scale_of(*s.cpu);
+    }
     s.network = parse_network(s.host_networking);
     if (!s.network) s.network = parse_network(s.host_networking_topology);
     out.push_back(std::move(s));
@@ -120,6 +126,7 @@ SystemShape shape_of(const PublishedSystem& s, double eval_interval, bool* assum
   shape.global_batch = s.global_batch;
   shape.intra = find_link(s.device->intra_link);
   shape.eval_interval = eval_interval;
+  shape.device_scale = s.device_scale;
   const bool guess = !s.network;
   if (guess) {
     shape.network = s.device->network_guess;
@@ -155,11 +162,12 @@ double ScalingModel::sample_ratio(const std::string& device, int64_t global_batc
 
 Prediction predict(const DeviceFit& device, double round_factor, const SystemShape& shape, double samples,
                    const ModelConstants& c, std::optional<double> startup_s) {
-  BERT_CHECK(device.rate > 0 && device.eval_rate > 0 && round_factor > 0, "device fit rate ", device.rate,
-             ", eval rate ", device.eval_rate, ", round factor ", round_factor);
+  BERT_CHECK(device.rate > 0 && device.eval_rate > 0 && round_factor > 0 && shape.device_scale > 0, "device fit rate ",
+             device.rate, ", eval rate ", device.eval_rate, ", round factor ", round_factor, ", device scale ",
+             shape.device_scale);
   Prediction p;
   const int devices = shape.nodes * shape.per_node;
-  p.inputs.device_samples_per_s = device.rate / round_factor;
+  p.inputs.device_samples_per_s = device.rate * shape.device_scale / round_factor;
   p.inputs.fixed_step_s = device.fixed_step_s * round_factor;
   p.inputs.local_batch = double(shape.global_batch) / devices;
   p.inputs.gradient_bytes = c.gradient_bytes;
@@ -172,7 +180,7 @@ Prediction predict(const DeviceFit& device, double round_factor, const SystemSha
   run.samples_to_converge = samples;
   run.eval_interval_samples = shape.eval_interval;
   run.eval_samples = c.eval_samples;
-  run.eval_device_samples_per_s = device.eval_rate;
+  run.eval_device_samples_per_s = device.eval_rate * shape.device_scale;
   run.startup_s = startup_s ? *startup_s : device.startup_steps * p.step.step_s;
   if (!c.logged_costs) {
     run.eval_device_samples_per_s = kForwardSpeedup * p.inputs.device_samples_per_s;
@@ -248,7 +256,7 @@ class Fitter {
         steps_all.push_back(n), steps_of[t->device->name].push_back(n);
       }
       if (t->eval_s && *t->eval_s > 0.01) {
-        const double er = c_.eval_samples / (t->devices() * *t->eval_s);
+        const double er = c_.eval_samples / (t->devices() * *t->eval_s) / t->device_scale;  // at the reference
         const double train_s = T - t->startup_s.value_or(0) - t->evals * *t->eval_s;
         eval_of[t->device->name].push_back(er);
         if (train_s > 0) ratio_of[t->device->name].push_back(er / (*t->mean_samples / train_s / t->devices()));
@@ -272,12 +280,19 @@ class Fitter {
       d.eval_from_logs = e != eval_of.end();
       if (d.eval_from_logs) d.eval_rate = median(e->second);
     }
-    // The prior on a: the classes that ran at more than one batch, fitted freely.
+    // The prior on a: the accelerator classes that ran at more than one batch, fitted freely. A CPU class
+    // (steps of seconds, not milliseconds) is no guide to them: it is fitted freely where it can be, and
+    // pulled to the accelerators' prior only where it cannot.
     std::vector<double> free_a;
+    std::set<std::string> free_cpu;
     for (const auto& [name, idx] : members) {
       std::set<long> batches;
       for (size_t i : idx) batches.insert(std::lround(10.0 * train_[i]->global_batch / train_[i]->devices()));
       if (idx.size() >= 3 && batches.size() >= 2) {
+        if (train_[idx[0]]->device->cpu) {
+          free_cpu.insert(name);
+          continue;
+        }
         const auto [u, a] = fit_device(m, m.devices[name], idx, 0.0);
         if (u > 0 && a > 0) free_a.push_back(a);
       }
@@ -292,10 +307,12 @@ class Fitter {
     for (int pass = 0; pass < kPasses; ++pass) {
       for (const auto& [name, idx] : members) {
         DeviceFit& d = m.devices[name];
-        auto [u, a] = fit_device(m, d, idx, m.fixed_step_prior);
+        auto [u, a] = fit_device(m, d, idx, free_cpu.count(name) ? 0.0 : m.fixed_step_prior);
         if (!(u > 0)) {  // no positive rate fits (communication explains everything): the effective rate
           std::vector<double> eff;
-          for (size_t i : idx) eff.push_back(*train_[i]->mean_samples / (*train_[i]->olympic_minutes * 60) / train_[i]->devices());
+          for (size_t i : idx)
+            eff.push_back(*train_[i]->mean_samples / (*train_[i]->olympic_minutes * 60) / train_[i]->devices() /
+                          train_[i]->device_scale);
           u = 1 / median(eff), a = 0;
         }
         d.rate = 1 / u, d.fixed_step_s = a;
@@ -325,11 +342,12 @@ class Fitter {
     for (size_t i : idx) {
       const PublishedSystem& t = *train_[i];
       const double T = *t.olympic_minutes * 60, steps = *t.mean_samples / double(t.global_batch);
-      const double b = double(t.global_batch) / t.devices(), f = m.factor_of(t.round);
+      // f / scale: the round's factor on the compute, and the device's speed over its class's reference.
+      const double b = double(t.global_batch) / t.devices(), rf = m.factor_of(t.round), f = rf / t.device_scale;
       Observation o;
       o.y = T - steps * comm_[i];
       o.cu = steps * b * f;
-      o.ca = steps * f;
+      o.ca = steps * rf;
       if (!c_.logged_costs) {
         o.y -= kStartupS + t.evals * kEvalFixedS;
         o.cu += t.evals * c_.eval_samples / t.devices() / kForwardSpeedup * f;
@@ -340,12 +358,12 @@ class Fitter {
       if (t.startup_s) {
         o.y -= *t.startup_s;
       } else {
-        o.cu += d.startup_steps * b * f, o.ca += d.startup_steps * f, o.y -= d.startup_steps * comm_[i];
+        o.cu += d.startup_steps * b * f, o.ca += d.startup_steps * rf, o.y -= d.startup_steps * comm_[i];
       }
       const double eval_work = t.evals * c_.eval_samples / t.devices();
       if (t.eval_s) o.y -= t.evals * *t.eval_s;
-      else if (d.eval_from_logs) o.y -= eval_work / d.eval_rate;
-      else o.cu += eval_work / m.eval_speed_ratio;
+      else if (d.eval_from_logs) o.y -= eval_work / (d.eval_rate * t.device_scale);
+      else o.cu += eval_work / m.eval_speed_ratio / t.device_scale;
       o.w0 = 1 / (T * T);
       obs.push_back(o);
     }
@@ -448,6 +466,7 @@ Validation validate(const std::vector<PublishedSystem>& systems, const std::vect
     if (!s.same_runs_as.empty()) why = cat("the same runs as ", s.same_runs_as);
     else if (!s.olympic_minutes) why = "no score: more than one run failed";
     else if (!s.mean_samples) why = "the logs give no train_samples";
+    else if (!s.device && s.per_node == 0) why = cat("no CPU class for host processor '", s.host_processor, "'");
     else if (!s.device) why = cat("no device class for '", s.accelerator, "'");
     else if (s.devices() < 1) why = "no accelerators";
     else if (per_device[s.device->name] < 2) why = cat("the only result of device class ", s.device->name);

@@ -27,7 +27,9 @@
 //   needed 14-34% more at every batch): the median over the class's systems of what the batch effect
 //   leaves. A group of fewer than 3 systems has no effect (ratio 1 where neither has one). The speed
 //   terms are fitted at the samples each result logged, so this term only moves predictions at the RCP
-//   samples.
+//   samples;
+// - a CPU-only system (0 accelerators a node) is one device a node of a CPU class (devices.h), at its
+//   class's rate times the node's peak over the class's reference node's.
 //
 // validate() predicts every usable system from a model fitted without it; copies of a result in a later
 // round are never used (the data set marks them), so no result is predicted from its own runs.
@@ -52,7 +54,7 @@ struct PublishedSystem {
       host_processor_core_count, host_processor_frequency, host_networking, host_networking_topology,
       accelerator_interconnect, framework, same_runs_as;
   int nodes = 0;
-  int per_node = 0;
+  int per_node = 0;  // accelerators a node; 1 for a CPU-only system of a CPU class (its device is the node)
   int64_t global_batch = 0;
   int runs = 0, converged = 0;
   std::optional<double> olympic_minutes, mean_samples, eval_interval, first_eval_samples, startup_s, eval_s,
@@ -63,6 +65,9 @@ struct PublishedSystem {
   // Derived when loaded.
   const DeviceClass* device = nullptr;  // nullptr: no class of the table matches the accelerator
   std::optional<Network> network;       // the network the description names (host_networking, else topology)
+  std::optional<CpuNode> cpu;           // a CPU class's node, as the description names it
+  bool cpu_assumed = false;             // part of it is the class's reference node (the description is silent)
+  double device_scale = 1;              // the device's speed relative to its class's fit (DeviceClass::scale_of)
 
   int devices() const { return nodes * per_node; }
 };
@@ -95,6 +100,7 @@ struct SystemShape {
   Link intra;
   Network network;  // one node's ports
   double eval_interval = 0;
+  double device_scale = 1;  // the device's speed relative to its class's fit (a CPU node's peak over the reference's)
 };
 
 // The shape of a published system; a multi-node system whose description names no network gets its
