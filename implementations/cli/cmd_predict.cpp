@@ -39,7 +39,8 @@ const char* const kUsage =
     "  A CPU class (a description with 0 accelerators, or --device xeon-amx, epyc-zen4) is one device a node,\n"
     "  its speed the class's rate times the node's peak over the class's reference node's:\n"
     "  --cores N  --clock-ghz F   the node's cores (all sockets) and clock (default: the description's\n"
-    "                      sockets x cores and clock when it is a CPU-only one, else the class's reference node)\n"
+    "                      sockets x cores and clock when it is a CPU-only one, else the class's reference node\n"
+    "                      and network)\n"
     "  --network TEXT      a node's network as system descriptions write it, e.g. \"8x InfiniBand NDR 400Gb/s\"\n"
     "                      (default: the description's host_networking; one port a device of the class's guess\n"
     "                      when it names none)\n"
@@ -272,14 +273,15 @@ int cmd_config(const Options& opt) {
   if (const auto text = opt.get("network")) {
     network = parse_network(*text);
     if (!network) throw_input("--network", cat("'", *text, "' names no port with a rate (e.g. \"8x InfiniBand HDR 200Gb/s\")"));
-  } else {
+  } else if (!cpu_class || cpu_only) {  // an accelerator system's network is not a CPU node's
     network = parse_network(text_field(system.raw, "host_networking"));
     if (!network) network = parse_network(text_field(system.raw, "host_networking_topology"));
   }
   if (!network && device) {
     network = device->network_guess;
     network->ports = gpn;
-    network_note = " (assumed: the description names no network; one port a device)";
+    network_note = cpu_class && !cpu_only ? " (assumed: the class's; the description is of an accelerator system)"
+                                          : " (assumed: the description names no network; one port a device)";
   }
   if (!device && !opt.get("step-time") && !opt.get("device-rate") && !opt.get("mfu"))
     throw_input(system_file, cat(cpu_only ? "host processor '" : "accelerator '", model_name,

@@ -465,7 +465,7 @@ Validation validate(const std::vector<PublishedSystem>& systems, const std::vect
     std::string why;
     if (!s.same_runs_as.empty()) why = cat("the same runs as ", s.same_runs_as);
     else if (!s.olympic_minutes) why = "no score: more than one run failed";
-    else if (!s.mean_samples) why = "the logs give no train_samples";
+    else if (!s.mean_samples) why = "the logs give no sample count (no eval epoch_num, no train_samples)";
     else if (!s.device && s.per_node == 0) why = cat("no CPU class for host processor '", s.host_processor, "'");
     else if (!s.device) why = cat("no device class for '", s.accelerator, "'");
     else if (s.devices() < 1) why = "no accelerators";

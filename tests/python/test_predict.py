@@ -274,6 +274,11 @@ def test_planning_a_cpu_cluster():
     assert tiny["cpu_node"]["cores"] == 2 and tiny["cpu_node"]["assumed"]
     assert tiny["device_samples_per_s"] == pytest.approx(report["device_samples_per_s"] * 2 / 112, rel=1e-12)
     assert [r["shape"] for r in tiny["rows"]] == ["1x1", "8x1", "16x1", "64x1"]
+    # On an accelerator system's description: the class's reference node and network, both assumed.
+    other = predict_config("--device", "xeon-amx", "--nodes", 16, "--scale", "16x1")
+    assert other["cpu_node"]["cores"] == 112 and other["cpu_node"]["assumed"]
+    assert other["network"].startswith("1x 100 Gb/s Ethernet (assumed") and other["network_assumed"]
+    assert other["device_samples_per_s"] == pytest.approx(report["device_samples_per_s"], rel=1e-12)
 
 
 def test_cpu_node_scaling_from_the_other_node_count(tmp_path):
