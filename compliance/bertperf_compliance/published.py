@@ -13,14 +13,22 @@ What a row holds (times in seconds unless named minutes; medians are over the ru
 * ``id`` (``<round> <org> <system>``), ``round``, ``tree`` (the folder of the logs,
   relative to the round roots' parent), and from the system description
   ``status``, ``accelerator`` (accelerator_model_name), ``nodes``,
-  ``accelerators_per_node``, ``host_networking``, ``host_networking_topology``,
-  ``accelerator_interconnect``, ``framework``, copied as written;
+  ``accelerators_per_node``, ``host_processor`` (host_processor_model_name),
+  ``host_processors_per_node``, ``host_processor_core_count``,
+  ``host_processor_frequency``, ``host_networking``, ``host_networking_topology``,
+  ``accelerator_interconnect``, ``framework``, copied as written (the host
+  processor is the device of a CPU-only system, 0 accelerators a node);
 * ``runs``, ``converged`` (run_stop success and the target reached),
   ``global_batch``, ``gradient_accumulation`` (null where not logged);
 * ``olympic_minutes``: the result summarizer's olympic mean of run_stop - run_start
   over the converged runs, before RCP scaling (null when more than one run failed);
   ``scaling_factor``: ``scaling.json``'s, 1 where there is none;
-* ``mean_samples``: mean ``train_samples`` over all runs;
+* ``mean_samples``: the mean samples to converge of the converged runs (of every run
+  when none converged), each as the RCP checker reads it: the ``epoch_num`` of the
+  last ``eval_accuracy`` before ``run_stop``, or where the evals carry no sample
+  count, the ``train_samples`` value (report/runs.py). Some submitters log
+  ``train_samples`` before training as a planned budget (Habana, Google's TPU v4
+  results, tinycorp), so it is not read first;
 * ``eval_interval``: median spacing of consecutive evals in samples (from the evals'
   sample counts, or train_samples over the number of evals where the log has none);
   ``evals``: mean number of evals a run; ``first_eval_samples``: median samples at
@@ -148,7 +156,8 @@ def system_row(round_name: str, round_dir: str, bench_dir: str) -> Optional[dict
     if len(batches) != 1 or None in batches:
         raise ReportInputError(f"{bench_dir}: the runs log global batch sizes {sorted(map(str, batches))}")
     converged = [r for r in runs if r.converged]
-    samples = [r.train_samples for r in runs if r.train_samples is not None]
+    counted = converged or runs
+    samples = [r.samples_to_converge for r in counted if r.samples_to_converge is not None]
     accumulation = {r.gradient_accumulation_steps for r in runs} - {None}
     scaling = os.path.join(bench_dir, "scaling.json")
     factor = 1.0
@@ -164,6 +173,10 @@ def system_row(round_name: str, round_dir: str, bench_dir: str) -> Optional[dict
         "accelerator": _text(desc, "accelerator_model_name"),
         "nodes": _count(desc, "number_of_nodes", desc_path),
         "accelerators_per_node": _count(desc, "accelerators_per_node", desc_path),
+        "host_processor": _text(desc, "host_processor_model_name"),
+        "host_processors_per_node": _text(desc, "host_processors_per_node"),
+        "host_processor_core_count": _text(desc, "host_processor_core_count"),
+        "host_processor_frequency": _text(desc, "host_processor_frequency"),
         "host_networking": _text(desc, "host_networking"),
         "host_networking_topology": _text(desc, "host_networking_topology"),
         "accelerator_interconnect": _text(desc, "accelerator_interconnect"),

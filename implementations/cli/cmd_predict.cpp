@@ -36,21 +36,30 @@ const char* const kUsage =
     "       bertperf predict --links                             the link and device tables\n"
     "The system (default: the config's systems/<system>.json):\n"
     "  --nodes N  --gpus-per-node N  --batch GLOBAL_BATCH  --device CLASS (see --links)\n"
+    "  A CPU class (a description with 0 accelerators, or --device xeon-amx, epyc-zen4) is one device a node,\n"
+    "  its speed the class's rate times the node's peak over the class's reference node's:\n"
+    "  --cores N  --clock-ghz F   the node's cores (all sockets) and clock (default: the description's\n"
+    "                      sockets x cores and clock when it is a CPU-only one, else the class's reference node\n"
+    "                      and network)\n"
     "  --network TEXT      a node's network as system descriptions write it, e.g. \"8x InfiniBand NDR 400Gb/s\"\n"
     "                      (default: the description's host_networking; one port a device of the class's guess\n"
     "                      when it names none)\n"
-    "The device rate (training samples/s of one device), first given wins:\n"
+    "The device rate (training samples/s of one device; of one node for a CPU class), first given wins:\n"
     "  --step-time S       a measured single-device step time (seconds) at the config's local batch x accumulation\n"
-    "  --device-rate R     samples/s of one device\n"
+    "  --device-rate R     samples/s of one device (a CPU node: a measured rate of one core x its cores)\n"
     "  --mfu F             F x the device's peak over the FLOPs of a sample (--peak-flops, --tokens-per-sample 254)\n"
-    "  (default)           the device class's rate fitted to the published results\n"
+    "  (default)           the device class's rate fitted to the published results; for a CPU class without\n"
+    "                      any, its measured core rate (devices.json core_samples_per_s) x the node's cores\n"
     "Model: --algo ring|hierarchical|tree|best (best)  --overlap F (0: reduce after the backward)  --grad-bytes B\n"
     "  (2 a parameter)  --fixed-step-s S  --startup-s S  --eval-rate R (eval samples/s a device; default: fitted)\n"
     "  --round vX.Y (software round and RCP ruleset; default the newest)  --samples N (default: the RCP mean at\n"
-    "  the global batch plus half an eval interval)  --scale LIST (NODESxGPUS,..., default 1xG,<system>,8x8,64x8,512x8)\n"
-    "  --without TERM,...  validate without a term of the model: round (one speed a class whatever the round),\n"
+    "  the global batch plus half an eval interval, times the ratio the published results at that batch and\n"
+    "  of the class needed)  --scale LIST (NODESxGPUS,..., default 1xG,<system>,8x8,64x8,512x8; a CPU class\n"
+    "  1x1,<system>,8x1,16x1,64x1)\n"
+    "  --without TERM,...  without a term of the model: round (one speed a class whatever the round),\n"
     "                      fixed-step (no fixed cost a step), logged-costs (3.3 s start-up and evals at 3x the\n"
-    "                      training rate plus 0.5 s instead of what the logs measure)\n"
+    "                      training rate plus 0.5 s instead of what the logs measure), samples (the RCP samples\n"
+    "                      as they are, no ratio by global batch and device class)\n"
     "Files: --published F  --rcp F  --devices F (default: benchmarks/bert/mlperf/reference/ beside the config)\n"
     "  --json              one JSON object instead of tables\n";
 
@@ -112,6 +121,9 @@ Json row_json(const ValidationRow& w) {
               {"global_batch", s.global_batch},
               {"network", s.nodes > 1 ? Json(network_name(w.shape.network)) : Json(nullptr)},
               {"network_assumed", w.network_assumed},
+              {"cpu_node", s.cpu ? Json{{"cores", s.cpu->cores()}, {"clock_ghz", s.cpu->clock_ghz},
+                                        {"assumed", s.cpu_assumed}, {"device_scale", s.device_scale}}
+                                 : Json(nullptr)},
               {"mean_samples", *s.mean_samples},
               {"olympic_minutes", *s.olympic_minutes},
               {"device_samples_per_s", w.fit.rate},
@@ -124,6 +136,8 @@ Json row_json(const ValidationRow& w) {
               {"predicted_logged_minutes", w.at_logged.minutes()},
               {"error_logged", w.error_logged},
               {"rcp_samples", w.rcp_samples},
+              {"sample_ratio", w.sample_ratio},
+              {"expected_samples", w.expected_samples},
               {"predicted_rcp_minutes", w.at_rcp.minutes()},
               {"error_rcp", w.error_rcp}};
 }
@@ -153,10 +167,11 @@ int cmd_validate(const Options& opt) {
   const Validation v = validate(data.systems, data.rcp, c);
   if (opt.flag("json")) {
     Json out{{"bands", Json::array()}, {"bands_logged", Json::array()}, {"devices", Json::array()},
-             {"rows", Json::array()}, {"skipped", Json::array()}};
+             {"devices_logged", Json::array()}, {"rows", Json::array()}, {"skipped", Json::array()}};
     for (const auto& b : v.bands) out["bands"].push_back(band_json(b, "nodes"));
     for (const auto& b : v.bands_logged) out["bands_logged"].push_back(band_json(b, "nodes"));
     for (const auto& b : v.devices) out["devices"].push_back(band_json(b, "device"));
+    for (const auto& b : v.devices_logged) out["devices_logged"].push_back(band_json(b, "device"));
     for (const auto& w : v.rows) out["rows"].push_back(row_json(w));
     for (const auto& [s, why] : v.skipped) out["skipped"].push_back({{"id", s->id}, {"reason", why}});
     std::cout << out.dump(1) << "\n";
@@ -164,14 +179,18 @@ int cmd_validate(const Options& opt) {
   }
   std::cout << "Leave-one-out: each of the " << v.rows.size() << " results below predicted from a model fitted to the "
             << "others (" << v.skipped.size() << " not predicted, listed at the end).\n\n"
-            << "At the RCP samples (the RCP mean of the result's ruleset at its global batch, plus half an eval interval):\n\n";
+            << "At the RCP samples (the RCP mean of the result's ruleset at its global batch, plus half an eval interval,\n"
+            << "times the samples ratio of the others at that batch and of its class"
+            << (c.sample_ratios ? "" : "; switched off here") << "):\n\n";
   print_bands(v.bands, "nodes");
   std::cout << "\nAt the samples each result logged (the speed model alone):\n\n";
   print_bands(v.bands_logged, "nodes");
   std::cout << "\nBy device class, at the RCP samples:\n\n";
   print_bands(v.devices, "device");
+  std::cout << "\nBy device class, at the logged samples:\n\n";
+  print_bands(v.devices_logged, "device");
   std::cout << "\n| result | nodes x GPUs | device | GBS | network | measured min | samples/s/GPU, step ms (comm) |"
-               " predicted at logged samples | error | RCP samples | predicted at RCP samples | error |\n"
+               " predicted at logged samples | error | RCP samples x ratio | predicted at RCP samples | error |\n"
                "|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   for (const auto& w : v.rows) {
     const auto& s = *w.system;
@@ -181,7 +200,8 @@ int cmd_validate(const Options& opt) {
               << " | " << fmt("%.3f", *s.olympic_minutes) << " | " << fmt("%.0f", w.fit.rate / w.round_factor) << ", "
               << fmt("%.1f", 1e3 * w.at_rcp.step.step_s) << " (" << fmt("%.1f", 1e3 * w.at_rcp.step.comm_s) << ") | "
               << fmt("%.3f", w.at_logged.minutes()) << " | " << pct(w.error_logged) << " | " << fmt("%.0f", w.rcp_samples)
-              << " | " << fmt("%.3f", w.at_rcp.minutes()) << " | " << pct(w.error_rcp) << " |\n";
+              << " x " << fmt("%.3f", w.sample_ratio) << " | " << fmt("%.3f", w.at_rcp.minutes()) << " | "
+              << pct(w.error_rcp) << " |\n";
   }
   std::cout << "\nNot predicted:\n\n";
   for (const auto& [s, why] : v.skipped) std::cout << "- " << s->id << ": " << why << "\n";
@@ -197,6 +217,12 @@ std::pair<int, int> parse_shape(const std::string& s) {
   return {std::stoi(m[1]), std::stoi(m[2])};
 }
 
+// A description field as text (some descriptions write counts as numbers).
+std::string text_field(const Json& raw, const char* key) {
+  if (!raw.contains(key) || raw.at(key).is_null()) return "";
+  return raw.at(key).is_string() ? raw.at(key).get<std::string>() : raw.at(key).dump();
+}
+
 int cmd_config(const Options& opt) {
   const TrainConfig config = load_train_config(opt.required("config"), /*check_data=*/false);
   const std::string config_dir = fs::path(config.source).parent_path().string();
@@ -207,30 +233,59 @@ int cmd_config(const Options& opt) {
       !rel.empty() && rel.string().rfind("..", 0) != 0)
     system_file = rel.string();
   const SystemDescription system = load_system_description(system_file);
-  const std::string model_name = system.raw.value("accelerator_model_name", "");
+  const bool cpu_only = system.accelerators_per_node == 0;
+  const std::string model_name =
+      text_field(system.raw, cpu_only ? "host_processor_model_name" : "accelerator_model_name");
   const Files files = data_files(opt, config_dir);
   const Data data = load_data(files);
 
   // The system: device class, shape, network.
-  const DeviceClass* device = opt.get("device") ? &data.devices.by_name(*opt.get("device")) : data.devices.match(model_name);
+  const DeviceClass* device = opt.get("device")  ? &data.devices.by_name(*opt.get("device"))
+                              : cpu_only         ? data.devices.match_cpu(model_name)
+                                                 : data.devices.match(model_name);
+  const bool cpu_class = device && device->cpu;
   const int nodes = int(opt.integer("nodes", system.number_of_nodes, 1, 1 << 20));
-  const int gpn = int(opt.integer("gpus-per-node", std::max(1, system.accelerators_per_node), 1, 1 << 16));
+  const int gpn = int(opt.integer("gpus-per-node", cpu_class ? 1 : std::max(1, system.accelerators_per_node), 1, 1 << 16));
+  if (cpu_class && gpn != 1)
+    throw_input("--gpus-per-node", cat("a CPU class's device is the whole node (", device->name, "): give 1, not ", gpn));
+  // A CPU class's node: the description's when it describes a CPU-only system, else the class's
+  // reference node; --cores and --clock-ghz replace what they name.
+  CpuNode cpu_node;
+  bool cpu_assumed = false;
+  if (cpu_class) {
+    std::string sockets = cpu_only ? text_field(system.raw, "host_processors_per_node") : "";
+    std::string cores = cpu_only ? text_field(system.raw, "host_processor_core_count") : "";
+    std::string clock = cpu_only ? text_field(system.raw, "host_processor_frequency") : "";
+    if (opt.get("cores")) sockets = "1", cores = std::to_string(opt.integer("cores", 0, 1, 1 << 20));
+    if (opt.get("clock-ghz")) {
+      const double ghz = opt.number("clock-ghz", 0);
+      if (ghz <= 0) throw_input("command line", "--clock-ghz must be > 0");
+      clock = cat(ghz, " GHz");
+    }
+    cpu_node = parse_cpu_node(cpu_only ? model_name : "", sockets, cores, clock, device->cpu->reference, system_file,
+                              &cpu_assumed);
+  } else if (opt.get("cores") || opt.get("clock-ghz")) {
+    throw_input("command line", "--cores and --clock-ghz describe the node of a CPU class; give --device with one");
+  }
+  double device_scale = cpu_class ? device->scale_of(cpu_node) : 1.0;
   std::optional<Network> network;
   std::string network_note;
   if (const auto text = opt.get("network")) {
     network = parse_network(*text);
     if (!network) throw_input("--network", cat("'", *text, "' names no port with a rate (e.g. \"8x InfiniBand HDR 200Gb/s\")"));
-  } else {
-    network = parse_network(system.raw.value("host_networking", ""));
-    if (!network) network = parse_network(system.raw.value("host_networking_topology", ""));
+  } else if (!cpu_class || cpu_only) {  // an accelerator system's network is not a CPU node's
+    network = parse_network(text_field(system.raw, "host_networking"));
+    if (!network) network = parse_network(text_field(system.raw, "host_networking_topology"));
   }
   if (!network && device) {
     network = device->network_guess;
     network->ports = gpn;
-    network_note = " (assumed: the description names no network; one port a device)";
+    network_note = cpu_class && !cpu_only ? " (assumed: the class's; the description is of an accelerator system)"
+                                          : " (assumed: the description names no network; one port a device)";
   }
   if (!device && !opt.get("step-time") && !opt.get("device-rate") && !opt.get("mfu"))
-    throw_input(system_file, cat("accelerator '", model_name, "' is in no device class of ", files.devices,
+    throw_input(system_file, cat(cpu_only ? "host processor '" : "accelerator '", model_name,
+                                 "' is in no device class of ", files.devices,
                                  "; give --device, --step-time, --device-rate or --mfu"));
 
   ModelConstants c = model_constants(opt, double(bert_parameter_table(config.model).total_elements()));
@@ -240,7 +295,7 @@ int cmd_config(const Options& opt) {
   if (per_device < 1) throw_input("--batch", cat(own_gbs, " samples a step leave less than one a device on ", nodes * gpn));
 
   // The model, fitted to every published result.
-  const ScalingModel model = fit_model(fit_set(data.systems), c);
+  const ScalingModel model = fit_model(fit_set(data.systems), c, data.rcp);
   // The device's fit, with what the command line gives; the round (software generation and RCP
   // ruleset) is the newest the device class was published in, unless --round.
   DeviceFit fit;
@@ -259,10 +314,13 @@ int cmd_config(const Options& opt) {
   const RcpTable& rcp = rcp_table_for(data.rcp, ruleset);
   double factor = model.factor_of(round);
   const double per_device_step = double(config.local_batch_size) * config.grad_accum_steps;
+  // A rate the command line gives is this device's own: no round factor, no CPU scaling.
   auto user_rate = [&](double rate, std::string source) {
-    fit.rate = rate, factor = 1.0, rate_source = std::move(source);
+    fit.rate = rate, factor = 1.0, device_scale = 1.0, rate_source = std::move(source);
     if (!fit.eval_from_logs) fit.eval_rate = model.eval_speed_ratio * rate;
   };
+  const double peak = cpu_class ? cpu_peak_flops(cpu_node, device->cpu->flops_per_cycle_per_core)
+                                : (device ? device->peak_flops : 0.0);
   if (opt.get("step-time")) {
     const double s = opt.number("step-time", 0);
     if (s <= 0) throw_input("command line", "--step-time must be > 0");
@@ -274,14 +332,24 @@ int cmd_config(const Options& opt) {
     user_rate(r, "--device-rate");
   } else if (opt.get("mfu")) {
     const double mfu = opt.number("mfu", 0);
-    const double peak = opt.number("peak-flops", device ? device->peak_flops : 0);
-    if (mfu <= 0 || mfu > 1 || peak <= 0)
+    const double p = opt.number("peak-flops", peak);
+    if (mfu <= 0 || mfu > 1 || p <= 0)
       throw_input("command line", "--mfu must be in (0, 1] and the device's peak known (give --peak-flops)");
     const BertShape shape{config.model.num_hidden_layers, config.model.hidden_size, config.model.intermediate_size,
                           config.model.vocab_size};
     const double tokens = opt.number("tokens-per-sample", std::min(254.0, double(config.seq_len)));
     const double flops = bert_train_flops_per_sample(shape, tokens, std::min<double>(config.max_predictions, tokens));
-    user_rate(mfu * peak / flops, cat("MFU ", mfu, " of ", peak / 1e12, " TFLOP/s over ", flops / 1e12, " TFLOP a sample"));
+    user_rate(mfu * p / flops, cat("MFU ", mfu, " of ", p / 1e12, " TFLOP/s over ", flops / 1e12, " TFLOP a sample"));
+  } else if (rate_source.empty() && cpu_class && device->cpu->core_samples_per_s) {
+    // A CPU class without published results: its measured core rate, for the reference node.
+    fit.rate = *device->cpu->core_samples_per_s * device->cpu->reference.cores();
+    fit.eval_rate = model.eval_speed_ratio * fit.rate;
+    factor = 1.0;
+    rate_source = cat("measured ", *device->cpu->core_samples_per_s, " samples/s a core (", device->cpu->core_rate_source, ")");
+  } else if (rate_source.empty()) {
+    throw_input(files.devices, cat("device class ", device->name, " has no published results",
+                                   cpu_class ? " and no measured core_samples_per_s" : "",
+                                   "; give --step-time, --device-rate or --mfu"));
   }
   if (opt.get("fixed-step-s")) fit.fixed_step_s = opt.number("fixed-step-s", 0);
   if (opt.get("eval-rate")) fit.eval_rate = opt.number("eval-rate", 0);
@@ -297,8 +365,12 @@ int cmd_config(const Options& opt) {
     for (size_t at = 0; at <= s.size();) {
       const size_t comma = std::min(s.find(',', at), s.size());
       shapes.push_back(parse_shape(s.substr(at, comma - at)));
+      if (cpu_class && shapes.back().second != 1)
+        throw_input("--scale", cat("a CPU class's device is the whole node: give NODESx1, not '", s.substr(at, comma - at), "'"));
       at = comma + 1;
     }
+  } else if (cpu_class) {
+    shapes = {{1, 1}, {nodes, 1}, {8, 1}, {16, 1}, {64, 1}};
   } else {
     shapes = {{1, gpn}, {nodes, gpn}, {8, 8}, {64, 8}, {512, 8}};
   }
@@ -330,16 +402,19 @@ int cmd_config(const Options& opt) {
     if (!own && network && network->ports == gpn && g != gpn) shape.network.ports = g;
     shape.eval_interval = double(own && shape.global_batch == config.global_batch_size() ? config.eval_interval_samples
                                                                                          : mlperf_eval_interval(shape.global_batch));
+    shape.device_scale = device_scale;
     bool clamped = false;
-    const double samples = samples_given ? samples_override
-                                         : expected_samples_to_converge(rcp_mean_samples(rcp.points, double(shape.global_batch), &clamped),
-                                                                        shape.eval_interval);
+    const double ratio = device && !samples_given ? model.sample_ratio(device->name, shape.global_batch) : 1.0;
+    const double samples =
+        samples_given ? samples_override
+                      : ratio * expected_samples_to_converge(rcp_mean_samples(rcp.points, double(shape.global_batch), &clamped),
+                                                             shape.eval_interval);
     const Prediction p = predict(fit, factor, shape, samples, c, startup);
     Json row{{"shape", cat(n, "x", g)}, {"devices", n * g}, {"global_batch", shape.global_batch},
              {"local_batch", double(shape.global_batch) / (n * g)}, {"batch_capped", capped}, {"config_system", own},
              {"compute_ms", 1e3 * p.step.compute_s}, {"comm_ms", 1e3 * p.step.comm_s},
              {"exposed_comm_ms", 1e3 * p.step.exposed_comm_s}, {"step_ms", 1e3 * p.step.step_s},
-             {"samples_per_s", p.step.samples_per_s}, {"samples_to_converge", samples},
+             {"samples_per_s", p.step.samples_per_s}, {"samples_to_converge", samples}, {"sample_ratio", ratio},
              {"rcp_clamped", clamped && !samples_given}, {"eval_interval", shape.eval_interval},
              {"startup_s", p.run.startup_s}, {"steps", p.run.steps}, {"evals", p.run.evals},
              {"time_to_train_minutes", p.minutes()}, {"published", Json::array()}};
@@ -347,24 +422,41 @@ int cmd_config(const Options& opt) {
       // Each published result of this shape, predicted from the config by a model fitted without it.
       for (const PublishedSystem* s : fit_set(data.systems)) {
         if (s->device != device || s->nodes != n || s->per_node != g || s->global_batch != shape.global_batch) continue;
-        const ScalingModel loo = fit_model(fit_set(data.systems, {s->id}), c);
+        const ScalingModel loo = fit_model(fit_set(data.systems, {s->id}), c, data.rcp);
         if (!loo.devices.count(device->name)) continue;
         const double at = rcp_samples(data.rcp, s->round, s->global_batch, shape.eval_interval);
-        const Prediction q = predict(loo.devices.at(device->name), loo.factor_of(s->round), shape, at, c, startup);
+        const double loo_ratio = loo.sample_ratio(device->name, s->global_batch);
+        SystemShape theirs = shape;
+        theirs.device_scale = s->device_scale;
+        const Prediction q =
+            predict(loo.devices.at(device->name), loo.factor_of(s->round), theirs, at * loo_ratio, c, startup);
         row["published"].push_back({{"id", s->id}, {"olympic_minutes", *s->olympic_minutes},
                                     {"predicted_minutes", q.minutes()}, {"rcp_samples", at},
-                                    {"error", q.minutes() / *s->olympic_minutes - 1}});
+                                    {"sample_ratio", loo_ratio}, {"error", q.minutes() / *s->olympic_minutes - 1}});
       }
     }
     rows.push_back(row);
   }
 
   const std::string net = network ? network_name(*network) + network_note : std::string("-");
+  // The speed of this system's device: the class's fit (for its reference node) times the node's scale.
+  const double own_rate = fit.rate * device_scale / factor;
+  Json cpu = nullptr;
+  std::string cpu_text;
+  if (cpu_class) {
+    cpu = Json{{"sockets", cpu_node.sockets}, {"cores", cpu_node.cores()}, {"clock_ghz", cpu_node.clock_ghz},
+               {"isa", device->cpu->isa}, {"peak_flops", peak}, {"assumed", cpu_assumed},
+               {"device_scale", device_scale}, {"core_samples_per_s", own_rate / cpu_node.cores()}};
+    cpu_text = cat("CPU node ", cpu_node.cores(), " cores at ", fmt("%.2f", cpu_node.clock_ghz), " GHz, ",
+                   device->cpu->isa, " ", fmt("%.3g", peak / 1e12), " TFLOP/s",
+                   cpu_assumed ? " (partly assumed: the class's reference node)" : "", "; ",
+                   fmt("%.3f", own_rate / cpu_node.cores()), " samples/s a core\n");
+  }
   if (opt.flag("json")) {
     std::cout << Json{{"config", config.source}, {"system_file", system_file},
-                      {"device", device ? device->name : ""}, {"device_samples_per_s", fit.rate / factor},
+                      {"device", device ? device->name : ""}, {"device_samples_per_s", own_rate}, {"cpu_node", cpu},
                       {"fixed_step_ms", 1e3 * fit.fixed_step_s * factor}, {"startup_steps", fit.startup_steps},
-                      {"eval_samples_per_s", fit.eval_rate}, {"rate_source", rate_source}, {"round", round},
+                      {"eval_samples_per_s", fit.eval_rate * device_scale}, {"rate_source", rate_source}, {"round", round},
                       {"ruleset", ruleset}, {"network", net}, {"network_assumed", !network_note.empty()},
                       {"algo", algo_name(c.algo)}, {"overlap", c.overlap_fraction},
                       {"gradient_bytes", c.gradient_bytes}, {"rows", rows}}
@@ -373,13 +465,14 @@ int cmd_config(const Options& opt) {
     return 0;
   }
   std::cout << "config " << config.source << " on " << system_file << "\n"
-            << "device " << (device ? device->name : "(none)") << ": " << fmt("%.1f", fit.rate / factor)
+            << "device " << (device ? device->name : "(none)") << ": " << fmt("%.4g", own_rate)
             << " training samples/s, step cost " << fmt("%.1f", 1e3 * fit.fixed_step_s * factor) << " ms, eval "
-            << fmt("%.0f", fit.eval_rate) << " samples/s, start-up " << fmt("%.1f", fit.startup_steps) << " steps ("
-            << rate_source << "; round " << round << ", RCP ruleset " << ruleset << ")\n"
+            << fmt("%.4g", fit.eval_rate * device_scale) << " samples/s, start-up " << fmt("%.1f", fit.startup_steps)
+            << " steps (" << rate_source << "; round " << round << ", RCP ruleset " << ruleset << ")\n"
+            << cpu_text
             << "network " << net << "; " << algo_name(c.algo) << " all-reduce of "
             << fmt("%.0f", c.gradient_bytes / 1e6) << " MB, overlap " << c.overlap_fraction << "\n\n";
-  std::printf("%-8s %7s %7s %6s %11s %9s %9s %11s %11s %7s %9s\n", "shape", "GPUs", "GBS", "local", "compute ms",
+  std::printf("%-8s %7s %7s %6s %11s %9s %9s %11s %11s %7s %9s\n", "shape", "devices", "GBS", "local", "compute ms",
               "comm ms", "step ms", "samples/s", "samples", "evals", "TTT min");
   for (const auto& r : rows) {
     std::printf("%-8s %7d %7lld %5.0f%s %11.1f %9.2f %9.1f %11.0f %10.0f%s %7.1f %9.3f%s\n",
@@ -394,7 +487,8 @@ int cmd_config(const Options& opt) {
                   p["id"].get<std::string>().c_str(), p["olympic_minutes"].get<double>(),
                   p["predicted_minutes"].get<double>(), pct(p["error"].get<double>()).c_str());
   }
-  std::cout << "\nsamples: the RCP mean at the global batch plus half an eval interval"
+  std::cout << "\nsamples: the RCP mean at the global batch plus half an eval interval, times the ratio of the published\n"
+               "results at that batch and of the class (where 3 or more have one)"
             << (samples_given ? " (overridden by --samples)" : "")
             << "; * = beyond the RCP table, its end used;\n^ = the per-device batch cut to stay within the RCP table's "
                "largest global batch\n";
@@ -407,9 +501,16 @@ int cmd_links(const Options& opt) {
   for (const auto& l : link_table())
     std::printf("  %-12s %6.1f us %8.2f GB/s  %s\n", l.name, l.link.latency_s * 1e6, l.link.bandwidth_Bps / 1e9, l.source);
   std::cout << "device classes (" << devices.source() << "):\n";
-  for (const auto& d : devices.classes())
+  for (const auto& d : devices.classes()) {
     std::printf("  %-15s %7.0f TFLOP/s  intra %-11s network guess %-26s %s\n", d.name.c_str(), d.peak_flops / 1e12,
                 d.intra_link.c_str(), network_name(d.network_guess).c_str(), d.source.c_str());
+    if (d.cpu)
+      std::printf("  %-15s CPU class: reference node %dx%d cores at %.2f GHz, %s %.0f FLOP/cycle a core; measured core "
+                  "rate %s\n", "", d.cpu->reference.sockets, d.cpu->reference.cores_per_socket, d.cpu->reference.clock_ghz,
+                  d.cpu->isa.c_str(), d.cpu->flops_per_cycle_per_core,
+                  d.cpu->core_samples_per_s ? cat(*d.cpu->core_samples_per_s, " samples/s (", d.cpu->core_rate_source, ")").c_str()
+                                            : cat("none (", d.cpu->core_rate_source, ")").c_str());
+  }
   return 0;
 }
 
@@ -418,7 +519,7 @@ int cmd_links(const Options& opt) {
 int cmd_predict(const Args& args, DistContext&) {
   const Options opt(args,
                     {"config", "system-file", "step-time", "device-rate", "mfu", "peak-flops", "tokens-per-sample",
-                     "nodes", "gpus-per-node", "batch", "device", "network", "algo", "overlap", "grad-bytes",
+                     "nodes", "gpus-per-node", "cores", "clock-ghz", "batch", "device", "network", "algo", "overlap", "grad-bytes",
                      "fixed-step-s", "startup-s", "eval-rate", "samples", "scale", "round", "published", "rcp",
                      "devices", "without"},
                     {"validate", "links", "json", "help"});

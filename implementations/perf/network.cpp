@@ -47,7 +47,7 @@ Group read_group(const std::string& piece) {
   if (g.gbps == 0) {
     static const std::pair<const char*, double> kGenerations[] = {
         {"HDR100", 100}, {"NDR200", 200}, {"EDR", 100}, {"HDR", 200}, {"NDR", 400},
-        {"XDR", 800},    {"QUANTUM-2", 400}, {"OMNI-PATH", 100}, {"OMNIPATH", 100}};
+        {"XDR", 800},    {"QUANTUM-2", 400}, {"OMNI-PATH", 100}, {"OMNIPATH", 100}, {"E810", 100}};
     const std::string compact = without_spaces(up);
     for (const auto& [name, rate] : kGenerations)
       if (compact.find(name) != std::string::npos) {

@@ -8,7 +8,8 @@
 // - The text is cut into port groups at commas, semicolons and plus signs. A group's port count is its
 //   first "<n>x" or "<n> x" (1 when none); its line rate the largest "<n> Gb/s", "<n>Gb/Sec", "<n>GbE",
 //   "<n>Gb" in it, or else its InfiniBand generation (EDR 100, HDR100 100, HDR 200, NDR200 200, NDR 400,
-//   XDR 800; Quantum-2 400) or Omni-Path (100). A group with a count and no rate takes the rate of the
+//   XDR 800; Quantum-2 400), Omni-Path (100) or Intel's E810 Ethernet controllers (100 GbE, as Intel's
+//   CPU-only results name their network). A group with a count and no rate takes the rate of the
 //   group after it ("2x Mellanox ConnectX-6, 100Gb/s Ethernet").
 // - Of the groups with a rate, the one with the most bandwidth (count x rate) is the compute network;
 //   on a tie, the one that does RDMA.

@@ -70,6 +70,10 @@ std::vector<PublishedSystem> load_published_systems(const std::string& path, con
     s.accelerator = g.required<std::string>("accelerator");
     s.nodes = g.required<int>("nodes");
     s.per_node = g.required<int>("accelerators_per_node");
+    s.host_processor = g.required<std::string>("host_processor");
+    s.host_processors_per_node = g.required<std::string>("host_processors_per_node");
+    s.host_processor_core_count = g.required<std::string>("host_processor_core_count");
+    s.host_processor_frequency = g.required<std::string>("host_processor_frequency");
     s.host_networking = g.required<std::string>("host_networking");
     s.host_networking_topology = g.required<std::string>("host_networking_topology");
     s.accelerator_interconnect = g.required<std::string>("accelerator_interconnect");
@@ -100,7 +104,13 @@ std::vector<PublishedSystem> load_published_systems(const std::string& path, con
     if (s.eval_s && *s.eval_s < 0) throw_input(where, "eval_s must be >= 0");
     if (!s.same_runs_as.empty() && !ids.count(s.same_runs_as))
       throw_input(where, cat("same_runs_as names '", s.same_runs_as, "', not an earlier row"));
-    s.device = devices.match(s.accelerator);
+    s.device = s.per_node > 0 ? devices.match(s.accelerator) : devices.match_cpu(s.host_processor);
+    if (s.device && s.device->cpu) {
+      s.per_node = 1;  // the node is the device
+      s.cpu = parse_cpu_node(s.host_processor, s.host_processors_per_node, s.host_processor_core_count,
+                             s.host_processor_frequency, s.device->cpu->reference, where, &s.cpu_assumed);
+      s.device_scale = s.device->scale_of(*s.cpu);
+    }
     s.network = parse_network(s.host_networking);
     if (!s.network) s.network = parse_network(s.host_networking_topology);
     out.push_back(std::move(s));
@@ -116,6 +126,7 @@ SystemShape shape_of(const PublishedSystem& s, double eval_interval, bool* assum
   shape.global_batch = s.global_batch;
   shape.intra = find_link(s.device->intra_link);
   shape.eval_interval = eval_interval;
+  shape.device_scale = s.device_scale;
   const bool guess = !s.network;
   if (guess) {
     shape.network = s.device->network_guess;
@@ -134,13 +145,29 @@ double ScalingModel::factor_of(const std::string& round) const {
   return newest != round_factor.end() ? newest->second : 1.0;
 }
 
+namespace {
+
+// A group's effect of the samples term; 0 for a group without one.
+template <typename K>
+double effect_of(const std::map<K, double>& effects, const K& key) {
+  const auto it = effects.find(key);
+  return it == effects.end() ? 0.0 : it->second;
+}
+
+}  // namespace
+
+double ScalingModel::sample_ratio(const std::string& device, int64_t global_batch) const {
+  return std::exp(effect_of(batch_log_ratio, global_batch) + effect_of(class_log_ratio, device));
+}
+
 Prediction predict(const DeviceFit& device, double round_factor, const SystemShape& shape, double samples,
                    const ModelConstants& c, std::optional<double> startup_s) {
-  BERT_CHECK(device.rate > 0 && device.eval_rate > 0 && round_factor > 0, "device fit rate ", device.rate,
-             ", eval rate ", device.eval_rate, ", round factor ", round_factor);
+  BERT_CHECK(device.rate > 0 && device.eval_rate > 0 && round_factor > 0 && shape.device_scale > 0, "device fit rate ",
+             device.rate, ", eval rate ", device.eval_rate, ", round factor ", round_factor, ", device scale ",
+             shape.device_scale);
   Prediction p;
   const int devices = shape.nodes * shape.per_node;
-  p.inputs.device_samples_per_s = device.rate / round_factor;
+  p.inputs.device_samples_per_s = device.rate * shape.device_scale / round_factor;
   p.inputs.fixed_step_s = device.fixed_step_s * round_factor;
   p.inputs.local_batch = double(shape.global_batch) / devices;
   p.inputs.gradient_bytes = c.gradient_bytes;
@@ -153,7 +180,7 @@ Prediction predict(const DeviceFit& device, double round_factor, const SystemSha
   run.samples_to_converge = samples;
   run.eval_interval_samples = shape.eval_interval;
   run.eval_samples = c.eval_samples;
-  run.eval_device_samples_per_s = device.eval_rate;
+  run.eval_device_samples_per_s = device.eval_rate * shape.device_scale;
   run.startup_s = startup_s ? *startup_s : device.startup_steps * p.step.step_s;
   if (!c.logged_costs) {
     run.eval_device_samples_per_s = kForwardSpeedup * p.inputs.device_samples_per_s;
@@ -202,7 +229,8 @@ std::pair<double, double> robust_fit(const std::vector<Observation>& obs, bool f
 
 class Fitter {
  public:
-  Fitter(const std::vector<const PublishedSystem*>& train, const ModelConstants& c) : train_(train), c_(c) {
+  Fitter(const std::vector<const PublishedSystem*>& train, const ModelConstants& c, const std::vector<RcpTable>& rcp)
+      : train_(train), c_(c), rcp_(rcp) {
     BERT_CHECK(c.eval_interval && c.gradient_bytes > 0, "model constants without an eval interval or gradient");
     for (const auto* t : train_) {
       shapes_.push_back(shape_of(*t, double(c.eval_interval(t->global_batch))));
@@ -228,7 +256,7 @@ class Fitter {
         steps_all.push_back(n), steps_of[t->device->name].push_back(n);
       }
       if (t->eval_s && *t->eval_s > 0.01) {
-        const double er = c_.eval_samples / (t->devices() * *t->eval_s);
+        const double er = c_.eval_samples / (t->devices() * *t->eval_s) / t->device_scale;  // at the reference
         const double train_s = T - t->startup_s.value_or(0) - t->evals * *t->eval_s;
         eval_of[t->device->name].push_back(er);
         if (train_s > 0) ratio_of[t->device->name].push_back(er / (*t->mean_samples / train_s / t->devices()));
@@ -252,12 +280,19 @@ class Fitter {
       d.eval_from_logs = e != eval_of.end();
       if (d.eval_from_logs) d.eval_rate = median(e->second);
     }
-    // The prior on a: the classes that ran at more than one batch, fitted freely.
+    // The prior on a: the accelerator classes that ran at more than one batch, fitted freely. A CPU class
+    // (steps of seconds, not milliseconds) is no guide to them: it is fitted freely where it can be, and
+    // pulled to the accelerators' prior only where it cannot.
     std::vector<double> free_a;
+    std::set<std::string> free_cpu;
     for (const auto& [name, idx] : members) {
       std::set<long> batches;
       for (size_t i : idx) batches.insert(std::lround(10.0 * train_[i]->global_batch / train_[i]->devices()));
       if (idx.size() >= 3 && batches.size() >= 2) {
+        if (train_[idx[0]]->device->cpu) {
+          free_cpu.insert(name);
+          continue;
+        }
         const auto [u, a] = fit_device(m, m.devices[name], idx, 0.0);
         if (u > 0 && a > 0) free_a.push_back(a);
       }
@@ -272,10 +307,12 @@ class Fitter {
     for (int pass = 0; pass < kPasses; ++pass) {
       for (const auto& [name, idx] : members) {
         DeviceFit& d = m.devices[name];
-        auto [u, a] = fit_device(m, d, idx, m.fixed_step_prior);
+        auto [u, a] = fit_device(m, d, idx, free_cpu.count(name) ? 0.0 : m.fixed_step_prior);
         if (!(u > 0)) {  // no positive rate fits (communication explains everything): the effective rate
           std::vector<double> eff;
-          for (size_t i : idx) eff.push_back(*train_[i]->mean_samples / (*train_[i]->olympic_minutes * 60) / train_[i]->devices());
+          for (size_t i : idx)
+            eff.push_back(*train_[i]->mean_samples / (*train_[i]->olympic_minutes * 60) / train_[i]->devices() /
+                          train_[i]->device_scale);
           u = 1 / median(eff), a = 0;
         }
         d.rate = 1 / u, d.fixed_step_s = a;
@@ -293,6 +330,7 @@ class Fitter {
       const double newest = m.round_factor[m.newest_round];
       for (auto& [round, f] : m.round_factor) f /= newest;
     }
+    if (c_.sample_ratios) fit_samples(m);
     return m;
   }
 
@@ -304,11 +342,12 @@ class Fitter {
     for (size_t i : idx) {
       const PublishedSystem& t = *train_[i];
       const double T = *t.olympic_minutes * 60, steps = *t.mean_samples / double(t.global_batch);
-      const double b = double(t.global_batch) / t.devices(), f = m.factor_of(t.round);
+      // f / scale: the round's factor on the compute, and the device's speed over its class's reference.
+      const double b = double(t.global_batch) / t.devices(), rf = m.factor_of(t.round), f = rf / t.device_scale;
       Observation o;
       o.y = T - steps * comm_[i];
       o.cu = steps * b * f;
-      o.ca = steps * f;
+      o.ca = steps * rf;
       if (!c_.logged_costs) {
         o.y -= kStartupS + t.evals * kEvalFixedS;
         o.cu += t.evals * c_.eval_samples / t.devices() / kForwardSpeedup * f;
@@ -319,12 +358,12 @@ class Fitter {
       if (t.startup_s) {
         o.y -= *t.startup_s;
       } else {
-        o.cu += d.startup_steps * b * f, o.ca += d.startup_steps * f, o.y -= d.startup_steps * comm_[i];
+        o.cu += d.startup_steps * b * f, o.ca += d.startup_steps * rf, o.y -= d.startup_steps * comm_[i];
       }
       const double eval_work = t.evals * c_.eval_samples / t.devices();
       if (t.eval_s) o.y -= t.evals * *t.eval_s;
-      else if (d.eval_from_logs) o.y -= eval_work / d.eval_rate;
-      else o.cu += eval_work / m.eval_speed_ratio;
+      else if (d.eval_from_logs) o.y -= eval_work / (d.eval_rate * t.device_scale);
+      else o.cu += eval_work / m.eval_speed_ratio / t.device_scale;
       o.w0 = 1 / (T * T);
       obs.push_back(o);
     }
@@ -332,8 +371,29 @@ class Fitter {
     return robust_fit(obs, c_.fixed_step_cost);
   }
 
+  // The samples term: the batch effect is the median log(samples / RCP samples) of the batch's systems,
+  // the class effect the median over the class's systems of what the batch effect leaves; a group of
+  // fewer than kMinSampleGroup systems gets no effect.
+  void fit_samples(ScalingModel& m) const {
+    std::map<int64_t, std::vector<double>> by_batch;
+    std::vector<double> y;
+    for (const auto* t : train_) {
+      const double rcp = rcp_samples(rcp_, t->round, t->global_batch, double(c_.eval_interval(t->global_batch)));
+      y.push_back(std::log(*t->mean_samples / rcp));
+      by_batch[t->global_batch].push_back(y.back());
+    }
+    for (const auto& [gbs, v] : by_batch)
+      if (static_cast<int>(v.size()) >= kMinSampleGroup) m.batch_log_ratio[gbs] = median(v);
+    std::map<std::string, std::vector<double>> by_class;
+    for (size_t i = 0; i < train_.size(); ++i)
+      by_class[train_[i]->device->name].push_back(y[i] - effect_of(m.batch_log_ratio, train_[i]->global_batch));
+    for (const auto& [name, v] : by_class)
+      if (static_cast<int>(v.size()) >= kMinSampleGroup) m.class_log_ratio[name] = median(v);
+  }
+
   const std::vector<const PublishedSystem*>& train_;
   const ModelConstants& c_;
+  const std::vector<RcpTable>& rcp_;
   std::vector<SystemShape> shapes_;
   std::vector<double> comm_;
 };
@@ -351,15 +411,18 @@ std::vector<const PublishedSystem*> fit_set(const std::vector<PublishedSystem>& 
   return out;
 }
 
-ScalingModel fit_model(const std::vector<const PublishedSystem*>& train, const ModelConstants& c) {
-  return Fitter(train, c).fit();
+ScalingModel fit_model(const std::vector<const PublishedSystem*>& train, const ModelConstants& c,
+                       const std::vector<RcpTable>& rcp) {
+  return Fitter(train, c, rcp).fit();
 }
 
 void switch_off(ModelConstants& c, const std::string& term) {
   if (term == "round") c.round_factors = false;
   else if (term == "fixed-step") c.fixed_step_cost = false;
   else if (term == "logged-costs") c.logged_costs = false;
-  else throw_input("--without", cat("the model's terms are 'round', 'fixed-step' and 'logged-costs', got '", term, "'"));
+  else if (term == "samples") c.sample_ratios = false;
+  else throw_input("--without", cat("the model's terms are 'round', 'fixed-step', 'logged-costs' and 'samples', got '",
+                                    term, "'"));
 }
 
 std::string node_band(int nodes) { return nodes == 1 ? "1" : nodes <= 16 ? "2-16" : "32+"; }
@@ -397,12 +460,13 @@ Validation validate(const std::vector<PublishedSystem>& systems, const std::vect
   const auto usable = fit_set(systems);
   std::map<std::string, int> per_device;
   for (const auto* s : usable) ++per_device[s->device->name];
-  std::vector<std::pair<std::string, double>> by_band, by_band_logged, by_device;
+  std::vector<std::pair<std::string, double>> by_band, by_band_logged, by_device, by_device_logged;
   for (const auto& s : systems) {
     std::string why;
     if (!s.same_runs_as.empty()) why = cat("the same runs as ", s.same_runs_as);
     else if (!s.olympic_minutes) why = "no score: more than one run failed";
-    else if (!s.mean_samples) why = "the logs give no train_samples";
+    else if (!s.mean_samples) why = "the logs give no sample count (no eval epoch_num, no train_samples)";
+    else if (!s.device && s.per_node == 0) why = cat("no CPU class for host processor '", s.host_processor, "'");
     else if (!s.device) why = cat("no device class for '", s.accelerator, "'");
     else if (s.devices() < 1) why = "no accelerators";
     else if (per_device[s.device->name] < 2) why = cat("the only result of device class ", s.device->name);
@@ -413,7 +477,7 @@ Validation validate(const std::vector<PublishedSystem>& systems, const std::vect
     std::vector<const PublishedSystem*> train;
     for (const auto* t : usable)
       if (t != &s) train.push_back(t);
-    const ScalingModel m = fit_model(train, c);
+    const ScalingModel m = fit_model(train, c, rcp);
     ValidationRow row;
     row.system = &s;
     const double interval = double(c.eval_interval(s.global_batch));
@@ -422,12 +486,15 @@ Validation validate(const std::vector<PublishedSystem>& systems, const std::vect
     row.round_factor = m.factor_of(s.round);
     row.at_logged = predict(row.fit, row.round_factor, row.shape, *s.mean_samples, c);
     row.rcp_samples = rcp_samples(rcp, s.round, s.global_batch, interval);
-    row.at_rcp = predict(row.fit, row.round_factor, row.shape, row.rcp_samples, c);
+    row.sample_ratio = m.sample_ratio(s.device->name, s.global_batch);
+    row.expected_samples = row.rcp_samples * row.sample_ratio;
+    row.at_rcp = predict(row.fit, row.round_factor, row.shape, row.expected_samples, c);
     row.error_logged = row.at_logged.minutes() / *s.olympic_minutes - 1;
     row.error_rcp = row.at_rcp.minutes() / *s.olympic_minutes - 1;
     by_band.emplace_back(node_band(s.nodes), row.error_rcp);
     by_band_logged.emplace_back(node_band(s.nodes), row.error_logged);
     by_device.emplace_back(s.device->name, row.error_rcp);
+    by_device_logged.emplace_back(s.device->name, row.error_logged);
     v.rows.push_back(row);
   }
   const std::vector<std::string> order = {"1", "2-16", "32+"};
@@ -437,6 +504,9 @@ Validation validate(const std::vector<PublishedSystem>& systems, const std::vect
   std::sort(v.devices.begin(), v.devices.end(), [](const Band& a, const Band& b) {
     return a.systems != b.systems ? a.systems > b.systems : a.name < b.name;
   });
+  std::vector<std::string> device_order;
+  for (const auto& b : v.devices) device_order.push_back(b.name);
+  v.devices_logged = bands_of(by_device_logged, device_order);
   return v;
 }
 

@@ -19,7 +19,17 @@
 //   measure it, else r times the ratio of eval rate to training rate of a typical class (the median
 //   over the classes whose logs measure it of each one's median);
 // - the gradient all-reduce: fp16 (2 bytes a parameter), the fastest of ring, hierarchical and tree
-//   (comm_model.h) on the node's links, not hidden behind the backward.
+//   (comm_model.h) on the node's links, not hidden behind the backward;
+// - the samples to converge: the RCP samples (the RCP mean of the round's ruleset at the global batch,
+//   plus half an eval interval) times a ratio the published results show, log(samples / RCP samples) =
+//   an effect of the global batch (submitters at one batch share the reference hyperparameters for it):
+//   the median of the batch's systems, + an effect of the device class (its recipes: the A30 results
+//   needed 14-34% more at every batch): the median over the class's systems of what the batch effect
+//   leaves. A group of fewer than 3 systems has no effect (ratio 1 where neither has one). The speed
+//   terms are fitted at the samples each result logged, so this term only moves predictions at the RCP
+//   samples;
+// - a CPU-only system (0 accelerators a node) is one device a node of a CPU class (devices.h), at its
+//   class's rate times the node's peak over the class's reference node's.
 //
 // validate() predicts every usable system from a model fitted without it; copies of a result in a later
 // round are never used (the data set marks them), so no result is predicted from its own runs.
@@ -40,10 +50,11 @@ namespace bertperf::perf {
 
 struct PublishedSystem {
   // As the data set holds it (compliance/bertperf_compliance/published.py says what each field means).
-  std::string id, round, tree, status, accelerator, host_networking, host_networking_topology,
+  std::string id, round, tree, status, accelerator, host_processor, host_processors_per_node,
+      host_processor_core_count, host_processor_frequency, host_networking, host_networking_topology,
       accelerator_interconnect, framework, same_runs_as;
   int nodes = 0;
-  int per_node = 0;
+  int per_node = 0;  // accelerators a node; 1 for a CPU-only system of a CPU class (its device is the node)
   int64_t global_batch = 0;
   int runs = 0, converged = 0;
   std::optional<double> olympic_minutes, mean_samples, eval_interval, first_eval_samples, startup_s, eval_s,
@@ -54,6 +65,9 @@ struct PublishedSystem {
   // Derived when loaded.
   const DeviceClass* device = nullptr;  // nullptr: no class of the table matches the accelerator
   std::optional<Network> network;       // the network the description names (host_networking, else topology)
+  std::optional<CpuNode> cpu;           // a CPU class's node, as the description names it
+  bool cpu_assumed = false;             // part of it is the class's reference node (the description is silent)
+  double device_scale = 1;              // the device's speed relative to its class's fit (DeviceClass::scale_of)
 
   int devices() const { return nodes * per_node; }
 };
@@ -72,9 +86,10 @@ struct ModelConstants {
   bool fixed_step_cost = true;  // false: a = 0, a step computes in b / rate
   bool logged_costs = true;     // false: the constants of the first model instead of the logs' start-up and
                                 // eval: 3.3 s of start-up, an eval at 3x the training rate plus 0.5 s
+  bool sample_ratios = true;    // false: the RCP samples as they are (no ratio by global batch and class)
 };
 
-// "round", "fixed-step", "logged-costs": the term switched off in `c`; anything else an InputError.
+// "round", "fixed-step", "logged-costs", "samples": the term switched off in `c`; anything else an InputError.
 void switch_off(ModelConstants& c, const std::string& term);
 
 // What one prediction is about.
@@ -85,6 +100,7 @@ struct SystemShape {
   Link intra;
   Network network;  // one node's ports
   double eval_interval = 0;
+  double device_scale = 1;  // the device's speed relative to its class's fit (a CPU node's peak over the reference's)
 };
 
 // The shape of a published system; a multi-node system whose description names no network gets its
@@ -108,13 +124,24 @@ struct ScalingModel {
   double startup_steps = 0;      // over every system that measures it
   double eval_speed_ratio = 0;   // eval rate / training rate, over every system that measures it
   double fixed_step_prior = 0;   // the a every class is pulled towards
+  // The samples term: log(samples / RCP samples) by global batch and by device class; a group the fit
+  // gave no effect (fewer than kMinSampleGroup systems) is absent.
+  std::map<int64_t, double> batch_log_ratio;
+  std::map<std::string, double> class_log_ratio;
   // The round's factor; a round the model has not seen gets the newest round's.
   double factor_of(const std::string& round) const;
+  // The samples to converge of a class at a global batch over the RCP samples (1 where neither has an effect).
+  double sample_ratio(const std::string& device, int64_t global_batch) const;
 };
 
-// Fits the model to `train` (systems with a time, samples and a device class). An empty set, or one
-// without a single start-up or eval measurement, is an InputError.
-ScalingModel fit_model(const std::vector<const PublishedSystem*>& train, const ModelConstants& c);
+// The fewest systems a global batch or device class needs for a samples effect.
+constexpr int kMinSampleGroup = 3;
+
+// Fits the model to `train` (systems with a time, samples and a device class); `rcp` gives the RCP
+// samples the samples term is relative to. An empty set, or one without a single start-up or eval
+// measurement, is an InputError.
+ScalingModel fit_model(const std::vector<const PublishedSystem*>& train, const ModelConstants& c,
+                       const std::vector<RcpTable>& rcp);
 
 struct Prediction {
   StepInputs inputs;
@@ -138,6 +165,8 @@ struct ValidationRow {
   DeviceFit fit;
   double round_factor = 1;
   double rcp_samples = 0;     // the RCP mean at the global batch (its round's ruleset) + half an interval
+  double sample_ratio = 1;    // the samples term's ratio (ScalingModel::sample_ratio) of the model without it
+  double expected_samples = 0;  // rcp_samples * sample_ratio: what at_rcp is predicted at
   Prediction at_logged, at_rcp;
   double error_logged = 0;    // predicted / measured - 1
   double error_rcp = 0;
@@ -155,10 +184,11 @@ struct Validation {
   std::vector<std::pair<const PublishedSystem*, std::string>> skipped;  // with the reason
   std::vector<Band> bands, bands_logged;                        // by node band, at RCP / at logged samples
   std::vector<Band> devices;                                    // by device class, at RCP samples
+  std::vector<Band> devices_logged;                             // by device class, at logged samples
 };
 
 // Predicts every usable system (a time, samples, a device class, not a copy) from a model fitted to
-// the others.
+// the others. "At RCP samples" is at the RCP samples times the samples term's ratio (expected_samples).
 Validation validate(const std::vector<PublishedSystem>& systems, const std::vector<RcpTable>& rcp,
                     const ModelConstants& c);
 

@@ -3,8 +3,9 @@
 // slowest transfer; the tree all-reduce by hand; the link table; the network descriptions of real
 // MLPerf system descriptions read into ports and rates; the device table; the step and run model
 // against its formula worked by hand; the RCP tables against the RCP checker's own figures; the fit
-// recovering the parameters that generated synthetic results; the validation never using the result
-// it predicts or a copy of its runs.
+// recovering the parameters that generated synthetic results (a planted samples ratio by batch and class,
+// a CPU class's rate across nodes of other peaks); the validation never using the result it predicts (its
+// own time or samples) or a copy of its runs; CPU system descriptions read into sockets, cores and clock.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -295,6 +296,9 @@ TEST(Network, RealDescriptions) {
       {"ConnectX-6 25Gb/s Ethernet", 1, 25, Fabric::kEthernet, true},
       {"Management: iDRAC9, ExpressX5 Compute: Mellanox ConnectX-5 Dual Port 40/ 100GbE QSFP Adapter PCIe", 1, 100,
        Fabric::kEthernet, true},
+      // Intel's CPU-only results name an E810 controller (a 100 GbE family) and no rate.
+      {"Intel(R) Ethernet Network Adapter E810-2CQDA2", 1, 100, Fabric::kEthernet, false},
+      {"Intel(R) Corporation Ethernet Controller E810-C for QSFP", 1, 100, Fabric::kEthernet, false},
   };
   for (const auto& c : cases) {
     const auto n = parse_network(c.text);
@@ -346,6 +350,7 @@ TEST(Devices, PublishedAcceleratorNames) {
     EXPECT_EQ(d->name, cls) << name;
   }
   EXPECT_EQ(devices().match("N/A"), nullptr);
+  EXPECT_EQ(devices().match("Intel(R) Xeon(R) Platinum 8480+ @ 2.00GHz"), nullptr);  // a CPU is no accelerator
   EXPECT_EQ(devices().by_name("h100-pcie").intra_link, "pcie5");
   EXPECT_EQ(devices().by_name("a100-sxm-80gb").network_guess.gbps, 200);
   EXPECT_THROW(devices().by_name("a100"), InputError);
@@ -362,6 +367,9 @@ TEST(Devices, BadTablesAreOneLine) {
       {R"({"notes": [], "devices": [{"name": "x", "match": [["X1"]], "peak_flops": 1, "intra_link": "pigeon", "network_guess": "InfiniBand HDR 200Gb/s", "source": "s"}]})", "pigeon"},
       {R"({"notes": [], "devices": [{"name": "x", "match": [["X1"]], "peak_flops": 1, "intra_link": "pcie4", "network_guess": "fast", "source": "s"}]})", "network_guess"},
       {R"({"notes": [], "devices": [{"name": "x", "match": [["X1"]], "peak_flops": 1, "intra_link": "pcie4", "network_guess": "InfiniBand HDR 200Gb/s", "source": "s", "colour": 1}]})", "colour"},
+      {R"({"notes": [], "devices": [{"name": "c", "match": [["X1"]], "peak_flops": 1, "cpu": {"isa": "amx-bf16", "flops_per_cycle_per_core": 1024, "sockets": 2, "cores_per_socket": 56, "clock_ghz": 2.0, "core_samples_per_s": null, "core_rate_source": "s"}, "intra_link": "shm", "network_guess": "Ethernet 100Gb/s", "source": "s"}]})", "peak"},
+      {R"({"notes": [], "devices": [{"name": "c", "match": [["X1"]], "cpu": {"isa": "amx-bf16", "flops_per_cycle_per_core": 0, "sockets": 2, "cores_per_socket": 56, "clock_ghz": 2.0, "core_samples_per_s": null, "core_rate_source": "s"}, "intra_link": "shm", "network_guess": "Ethernet 100Gb/s", "source": "s"}]})", "flops_per_cycle_per_core"},
+      {R"({"notes": [], "devices": [{"name": "c", "match": [["X1"]], "cpu": {"isa": "amx-bf16", "flops_per_cycle_per_core": 64, "sockets": 2, "cores_per_socket": 56, "clock_ghz": 2.0, "core_samples_per_s": "quick", "core_rate_source": "s"}, "intra_link": "shm", "network_guess": "Ethernet 100Gb/s", "source": "s"}]})", "core_samples_per_s"},
   };
   for (const auto& [text, needle] : cases) {
     std::ofstream(dir / "devices.json") << text;
@@ -371,6 +379,74 @@ TEST(Devices, BadTablesAreOneLine) {
     } catch (const InputError& e) {
       const std::string what = e.what();
       EXPECT_NE(what.find(needle), std::string::npos) << what;
+      EXPECT_EQ(what.find('\n'), std::string::npos) << what;
+    }
+  }
+}
+
+// The host processors of published and planned CPU-only systems, and the classes they fall in.
+TEST(Devices, CpuClassesAndTheirNodes) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"Intel(R) Xeon(R) Platinum 8480+ @ 2.00GHz", "xeon-amx"},  // Intel's v3.0 results
+      {"Intel(R) Xeon(R) code named Sapphire Rapids", "xeon-amx"},  // Intel's v2.1 preview results
+      {"Intel(R) Xeon(R) Platinum 8592+", "xeon-amx"},              // Emerald Rapids
+      {"Intel(R) Xeon(R) Gold 6448Y", "xeon-amx"},
+      {"AMD EPYC 9654 96-Core Processor", "epyc-zen4"},
+      {"AMD EPYC 9R14 96-Core Processor", "epyc-zen4"},
+  };
+  for (const auto& [name, cls] : cases) {
+    const DeviceClass* d = devices().match_cpu(name);
+    ASSERT_NE(d, nullptr) << name;
+    EXPECT_EQ(d->name, cls) << name;
+  }
+  // No AMX or AVX512-BF16 class: Zen 2 and Zen 5 EPYC, Ice Lake Xeon, and any accelerator.
+  for (const char* none : {"AMD EPYC 7742 64-Core Processor", "AMD EPYC 9655 96-Core Processor",
+                           "Intel(R) Xeon(R) Platinum 8380 CPU @ 2.30GHz", "NVIDIA A100-SXM4-80GB", "AMD EPYC (virtual machine)"})
+    EXPECT_EQ(devices().match_cpu(none), nullptr) << none;
+  const DeviceClass& amx = devices().by_name("xeon-amx");
+  ASSERT_TRUE(amx.cpu.has_value());
+  // 2 sockets x 56 cores x 2.0 GHz x 1,024 bf16 FLOP a cycle (AMX).
+  EXPECT_DOUBLE_EQ(amx.peak_flops, 2 * 56 * 2.0e9 * 1024);
+  EXPECT_DOUBLE_EQ(amx.scale_of(CpuNode{2, 28, 2.0}), 0.5);
+  EXPECT_DOUBLE_EQ(amx.scale_of(CpuNode{2, 56, 3.0}), 1.5);
+  EXPECT_DOUBLE_EQ(devices().by_name("epyc-zen4").cpu->flops_per_cycle_per_core, 64);
+  EXPECT_DOUBLE_EQ(devices().by_name("a100-sxm-80gb").scale_of(CpuNode{1, 1, 1.0}), 1.0);
+
+  // What descriptions write: counts, a clock with its unit (the base one where labelled), or nothing.
+  const CpuNode ref = amx.cpu->reference;
+  struct Case {
+    const char *model, *sockets, *cores, *frequency;
+    int want_sockets, want_cores;
+    double want_ghz;
+    bool assumed;
+  };
+  const Case nodes[] = {
+      {"Intel(R) Xeon(R) Platinum 8480+ @ 2.00GHz", "2", "56", "2.00GHz", 2, 56, 2.0, false},
+      {"Intel(R) Xeon(R) code named Sapphire Rapids", "2", "", "", 2, 56, 2.0, true},
+      {"Intel(R) Xeon(R) Platinum 8468 @ 2.10GHz", "2", "48", "", 2, 48, 2.1, false},  // the clock of the name
+      {"AMD EPYC 9654", " 2 ", "96", "2400.000 MHz (base); 1000.0000 MHz (min); 3700.0000 MHz (boost)", 2, 96, 2.4, false},
+      {"AMD EPYC 9654", "2", "96", "1000.0000 MHz (min); 3700.0000 MHz (boost)", 2, 96, 1.0, false},
+      {"AMD EPYC 9654", "1", "2", "2.45 GHz", 1, 2, 2.45, false},
+      {"", "", "", "", 2, 56, 2.0, true},
+  };
+  for (const auto& c : nodes) {
+    bool assumed = !c.assumed;
+    const CpuNode n = parse_cpu_node(c.model, c.sockets, c.cores, c.frequency, ref, "desc.json", &assumed);
+    EXPECT_EQ(n.sockets, c.want_sockets) << c.model;
+    EXPECT_EQ(n.cores_per_socket, c.want_cores) << c.model;
+    EXPECT_DOUBLE_EQ(n.clock_ghz, c.want_ghz) << c.model << " " << c.frequency;
+    EXPECT_EQ(assumed, c.assumed) << c.model;
+  }
+  for (auto [sockets, cores, freq, needle] : std::vector<std::tuple<const char*, const char*, const char*, const char*>>{
+           {"two", "56", "", "host_processors_per_node"}, {"2", "0", "", "host_processor_core_count"},
+           {"2", "56", "fast", "host_processor_frequency"}}) {
+    try {
+      parse_cpu_node("Xeon", sockets, cores, freq, ref, "desc.json");
+      FAIL() << "no error for " << sockets << " " << cores << " " << freq;
+    } catch (const InputError& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find(needle), std::string::npos) << what;
+      EXPECT_NE(what.find("desc.json"), std::string::npos) << what;
       EXPECT_EQ(what.find('\n'), std::string::npos) << what;
     }
   }
@@ -440,15 +516,25 @@ namespace {
 
 int64_t cadence(int64_t gbs) { return gbs >= 3000 ? 175000 : 150000; }
 
+// The parameters a class's synthetic results are made from.
+DeviceFit fit_of(double rate, double fixed_step_s, double startup_steps, double eval_rate) {
+  DeviceFit f;
+  f.rate = rate, f.fixed_step_s = fixed_step_s, f.startup_steps = startup_steps, f.eval_rate = eval_rate;
+  return f;
+}
+
 // A published system generated by the model itself from known parameters, its start-up and eval time
 // "measured" as the model has them.
+// `samples` 0: 2.5 M + 1,000 a node. A CPU class's system has `cpu` as its node.
 PublishedSystem synthetic(const std::string& id, const std::string& round, const DeviceClass& device, int nodes,
-                          int per_node, int64_t gbs, const DeviceFit& truth, double factor, const ModelConstants& c) {
+                          int per_node, int64_t gbs, const DeviceFit& truth, double factor, const ModelConstants& c,
+                          double samples = 0, std::optional<CpuNode> cpu = std::nullopt) {
   PublishedSystem s;
   s.id = id, s.round = round, s.device = &device, s.accelerator = device.name;
   s.nodes = nodes, s.per_node = per_node, s.global_batch = gbs, s.runs = 10, s.converged = 10;
   s.network = Network{per_node, 200, Fabric::kInfiniBand, true};
-  const double samples = 2.5e6 + 1e3 * nodes;
+  if (cpu) s.cpu = cpu, s.device_scale = device.scale_of(*cpu);
+  if (samples == 0) samples = 2.5e6 + 1e3 * nodes;
   const SystemShape shape = shape_of(s, double(c.eval_interval(gbs)));
   const Prediction p = predict(truth, factor, shape, samples, c);
   s.mean_samples = samples;
@@ -467,19 +553,27 @@ ModelConstants constants() {
   return c;
 }
 
+const std::vector<RcpTable>& rcp() {
+  static const auto tables = load_rcp_tables(source_file("benchmarks/bert/mlperf/reference/rcp.json"));
+  return tables;
+}
+
+// The RCP samples of a synthetic v2.1 system at `gbs`.
+double rcp_at(int64_t gbs) { return rcp_samples(rcp(), "v2.1", gbs, double(cadence(gbs))); }
+
 }  // namespace
 
 TEST(Fit, RecoversTheParametersThatMadeTheResults) {
   // One class at several batches and node counts, in two rounds, the older 20% slower in compute.
   const ModelConstants c = constants();
   const DeviceClass& a100 = devices().by_name("a100-sxm-80gb");
-  const DeviceFit truth{300, 0.015, 12, 900};
+  const DeviceFit truth = fit_of(300, 0.015, 12, 900);
   std::vector<PublishedSystem> systems;
   int i = 0;
   for (const char* round : {"v2.0", "v2.1"})
     for (auto [n, gbs] : std::vector<std::pair<int, int64_t>>{{1, 448}, {1, 256}, {2, 448}, {8, 3072}, {128, 4096}})
       systems.push_back(synthetic(cat("a", i++), round, a100, n, 8, gbs, truth, std::string(round) == "v2.0" ? 1.2 : 1.0, c));
-  const ScalingModel m = fit_model(fit_set(systems), c);
+  const ScalingModel m = fit_model(fit_set(systems), c, rcp());
   const DeviceFit& fit = m.devices.at("a100-sxm-80gb");
   EXPECT_EQ(m.newest_round, "v2.1");
   EXPECT_DOUBLE_EQ(m.factor_of("v2.1"), 1.0);
@@ -504,14 +598,14 @@ TEST(Fit, AClassAtOneBatchTakesTheOthersFixedStepCost) {
   // A class published at one batch only cannot tell its fixed cost from its rate: it is pulled to the
   // fixed cost of the classes that ran at several (here one, so exactly its).
   const ModelConstants c = constants();
-  const DeviceFit ta{300, 0.015, 12, 900}, th{1000, 0.015, 18, 1000};
+  const DeviceFit ta = fit_of(300, 0.015, 12, 900), th = fit_of(1000, 0.015, 18, 1000);
   std::vector<PublishedSystem> systems;
   int i = 0;
   for (auto [n, gbs] : std::vector<std::pair<int, int64_t>>{{1, 448}, {1, 256}, {8, 3072}, {128, 4096}})
     systems.push_back(synthetic(cat("a", i++), "v2.1", devices().by_name("a100-sxm-80gb"), n, 8, gbs, ta, 1.0, c));
   for (int n : {1, 2})
     systems.push_back(synthetic(cat("h", i++), "v2.1", devices().by_name("h100-sxm"), n, 8, 768 * n, th, 1.0, c));
-  const ScalingModel m = fit_model(fit_set(systems), c);
+  const ScalingModel m = fit_model(fit_set(systems), c, rcp());
   EXPECT_NEAR(m.fixed_step_prior, 0.015, 1e-9);
   EXPECT_NEAR(m.devices.at("h100-sxm").fixed_step_s, 0.015, 1e-9);
   EXPECT_NEAR(m.devices.at("h100-sxm").rate, 1000, 1e-6);
@@ -520,19 +614,20 @@ TEST(Fit, AClassAtOneBatchTakesTheOthersFixedStepCost) {
 TEST(Validation, NeverUsesTheResultItPredictsNorACopyOfItsRuns) {
   const ModelConstants c = constants();
   const DeviceClass& a100 = devices().by_name("a100-sxm-80gb");
-  const DeviceFit truth{300, 0.015, 12, 900};
+  const DeviceFit truth = fit_of(300, 0.015, 12, 900);
   std::vector<PublishedSystem> systems;
   int i = 0;
   for (auto [n, gbs] : std::vector<std::pair<int, int64_t>>{{1, 448}, {1, 256}, {2, 448}, {4, 1536}, {8, 3072}, {16, 3072}})
     systems.push_back(synthetic(cat("a", i++), "v2.1", a100, n, 8, gbs, truth, 1.0, c));
   systems[1].olympic_minutes = *systems[1].olympic_minutes * 1.3;  // a slower result among them
-  const auto rcp = load_rcp_tables(source_file("benchmarks/bert/mlperf/reference/rcp.json"));
-  const Validation before = validate(systems, rcp, c);
+  const Validation before = validate(systems, rcp(), c);
   ASSERT_EQ(before.rows.size(), systems.size());
   // The prediction of a result is the model fitted to the others, and does not move with its own time.
   for (const auto& row : before.rows) {
-    const ScalingModel m = fit_model(fit_set(systems, {row.system->id}), c);
-    const Prediction p = predict(m.devices.at("a100-sxm-80gb"), 1.0, row.shape, row.rcp_samples, c);
+    const ScalingModel m = fit_model(fit_set(systems, {row.system->id}), c, rcp());
+    EXPECT_DOUBLE_EQ(row.sample_ratio, m.sample_ratio("a100-sxm-80gb", row.system->global_batch));
+    EXPECT_DOUBLE_EQ(row.expected_samples, row.rcp_samples * row.sample_ratio);
+    const Prediction p = predict(m.devices.at("a100-sxm-80gb"), 1.0, row.shape, row.expected_samples, c);
     EXPECT_DOUBLE_EQ(p.minutes(), row.at_rcp.minutes()) << row.system->id;
   }
   std::vector<PublishedSystem> changed = systems;
@@ -542,7 +637,7 @@ TEST(Validation, NeverUsesTheResultItPredictsNorACopyOfItsRuns) {
   copy.id = "copy of a3", copy.round = "v3.0", copy.same_runs_as = changed[3].id;
   copy.olympic_minutes = *copy.olympic_minutes * 5;
   changed.push_back(copy);
-  const Validation after = validate(changed, rcp, c);
+  const Validation after = validate(changed, rcp(), c);
   ASSERT_EQ(after.rows.size(), systems.size());
   EXPECT_DOUBLE_EQ(after.rows[3].at_rcp.minutes(), before.rows[3].at_rcp.minutes());
   EXPECT_NE(after.rows[0].at_rcp.minutes(), before.rows[0].at_rcp.minutes());  // the others see result 3
@@ -560,6 +655,116 @@ TEST(Validation, NeverUsesTheResultItPredictsNorACopyOfItsRuns) {
   EXPECT_EQ(node_band(17), "32+");
 }
 
+TEST(Fit, RecoversPlantedSampleRatiosByBatchAndClass) {
+  // Results that needed 1.2x the RCP samples at GBS 448 and 0.9x at 3072, the H100 ones 1.1x more than
+  // the A100 ones at every batch, and two A100 results at 1536 (too few for a batch effect of their own).
+  const ModelConstants c = constants();
+  const DeviceFit ta = fit_of(300, 0.015, 12, 900), th = fit_of(1000, 0.015, 18, 1000);
+  std::vector<PublishedSystem> systems;
+  int i = 0;
+  for (const auto& [cls, truth, extra] : {std::tuple{"a100-sxm-80gb", ta, 1.0}, std::tuple{"h100-sxm", th, 1.1}})
+    for (auto [n, gbs, ratio] : std::vector<std::tuple<int, int64_t, double>>{
+             {1, 448, 1.2}, {2, 448, 1.2}, {4, 448, 1.2}, {8, 3072, 0.9}, {16, 3072, 0.9}, {32, 3072, 0.9}})
+      systems.push_back(synthetic(cat("s", i++), "v2.1", devices().by_name(cls), n, 8, gbs, truth, 1.0, c,
+                                  rcp_at(gbs) * ratio * extra));
+  for (int n : {2, 4})
+    systems.push_back(synthetic(cat("s", i++), "v2.1", devices().by_name("a100-sxm-80gb"), n, 8, 1536, ta, 1.0, c,
+                                rcp_at(1536)));
+  const ScalingModel m = fit_model(fit_set(systems), c, rcp());
+  // The batch effect is the batch's median, shared by both classes (here half-way between them); the class
+  // effects carry the 1.1 between them, at every batch.
+  EXPECT_NEAR(m.sample_ratio("a100-sxm-80gb", 448), 1.2, 1e-9);
+  EXPECT_NEAR(m.sample_ratio("h100-sxm", 448), 1.2 * 1.1, 1e-9);
+  EXPECT_NEAR(m.sample_ratio("a100-sxm-80gb", 3072), 0.9, 1e-9);
+  EXPECT_NEAR(m.sample_ratio("h100-sxm", 3072), 0.9 * 1.1, 1e-9);
+  EXPECT_EQ(m.batch_log_ratio.count(1536), 0u);  // 2 systems: no effect
+  EXPECT_NEAR(m.sample_ratio("h100-sxm", 1536) / m.sample_ratio("a100-sxm-80gb", 1536), 1.1, 1e-9);
+  EXPECT_NEAR(m.sample_ratio("l40s", 12345), 1.0, 0);  // neither a batch nor a class of the fit
+  // Switched off: no ratio at all, and the speed terms unchanged (they are fitted at the logged samples).
+  ModelConstants off = c;
+  switch_off(off, "samples");
+  const ScalingModel plain = fit_model(fit_set(systems), off, rcp());
+  EXPECT_DOUBLE_EQ(plain.sample_ratio("h100-sxm", 448), 1.0);
+  EXPECT_DOUBLE_EQ(plain.devices.at("h100-sxm").rate, m.devices.at("h100-sxm").rate);
+}
+
+TEST(Validation, AResultsOwnSamplesNeverMoveItsPrediction) {
+  // Four results at each of two batches, each needing its own multiple of the RCP samples: a result's ratio
+  // is the median of the other three at its batch (one class: its effect is the median of what the batch
+  // effects leave over the others), and its own samples move only its prediction at the logged samples.
+  const ModelConstants c = constants();
+  const DeviceFit truth = fit_of(300, 0.015, 12, 900);
+  const DeviceClass& a100 = devices().by_name("a100-sxm-80gb");
+  std::vector<PublishedSystem> systems;
+  int i = 0;
+  for (auto [n, gbs, ratio] : std::vector<std::tuple<int, int64_t, double>>{
+           {1, 448, 1.05}, {2, 448, 1.2}, {4, 448, 1.1}, {8, 448, 1.15},
+           {8, 3072, 0.9}, {16, 3072, 1.0}, {32, 3072, 0.95}, {64, 3072, 1.05}})
+    systems.push_back(synthetic(cat("s", i++), "v2.1", a100, n, 8, gbs, truth, 1.0, c, rcp_at(gbs) * ratio));
+  const Validation before = validate(systems, rcp(), c);
+  ASSERT_EQ(before.rows.size(), systems.size());
+  auto log_ratio = [](const PublishedSystem& s) { return std::log(*s.mean_samples / rcp_at(s.global_batch)); };
+  auto median_of = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+  };
+  for (const auto& row : before.rows) {
+    std::map<int64_t, std::vector<double>> by_batch;
+    for (const auto& o : systems)
+      if (o.id != row.system->id) by_batch[o.global_batch].push_back(log_ratio(o));
+    std::vector<double> left;
+    for (const auto& o : systems)
+      if (o.id != row.system->id) left.push_back(log_ratio(o) - median_of(by_batch[o.global_batch]));
+    EXPECT_NEAR(row.sample_ratio, std::exp(median_of(by_batch[row.system->global_batch]) + median_of(left)), 1e-12)
+        << row.system->id;
+  }
+  EXPECT_NEAR(before.rows[0].sample_ratio, 1.15, 0.01);  // the others at 448: 1.1, 1.15, 1.2
+  std::vector<PublishedSystem> changed = systems;
+  changed[0].mean_samples = *changed[0].mean_samples * 1.5;
+  const Validation after = validate(changed, rcp(), c);
+  EXPECT_DOUBLE_EQ(after.rows[0].sample_ratio, before.rows[0].sample_ratio);
+  EXPECT_DOUBLE_EQ(after.rows[0].at_rcp.minutes(), before.rows[0].at_rcp.minutes());
+  EXPECT_NE(after.rows[0].at_logged.minutes(), before.rows[0].at_logged.minutes());  // its own logged samples
+  EXPECT_GT(after.rows[1].sample_ratio, before.rows[1].sample_ratio);  // the others at its batch see it
+  // Without the term, every result is predicted at its RCP samples.
+  ModelConstants off = c;
+  switch_off(off, "samples");
+  for (const auto& row : validate(systems, rcp(), off).rows) EXPECT_EQ(row.expected_samples, row.rcp_samples);
+  EXPECT_THROW(switch_off(off, "luck"), InputError);
+}
+
+TEST(Fit, ACpuClassRunsAtItsNodesPeak) {
+  // A CPU class's results from nodes of 112 and 56 cores at 2.0 GHz and 112 at 2.5 GHz: one rate for the
+  // reference node (2 x 56 cores at 2.0 GHz), each node at its peak's share of it.
+  const ModelConstants c = constants();
+  const DeviceClass& amx = devices().by_name("xeon-amx");
+  const DeviceFit truth = fit_of(70, 0.3, 1.5, 160);
+  std::vector<PublishedSystem> systems;
+  int i = 0;
+  for (auto [n, gbs, node] : std::vector<std::tuple<int, int64_t, CpuNode>>{
+           {8, 2048, CpuNode{2, 56, 2.0}}, {16, 3072, CpuNode{2, 56, 2.0}}, {4, 448, CpuNode{2, 28, 2.0}},
+           {8, 1536, CpuNode{2, 56, 2.5}}, {16, 4096, CpuNode{1, 56, 2.0}}})
+    systems.push_back(synthetic(cat("x", i++), "v3.0", amx, n, 1, gbs, truth, 1.0, c, 0, node));
+  // The accelerator class the start-up and eval medians need beside it.
+  for (int n : {1, 2, 4})
+    systems.push_back(synthetic(cat("a", i++), "v3.0", devices().by_name("a100-sxm-80gb"), n, 8, 448 * n,
+                                fit_of(300, 0.015, 12, 900), 1.0, c));
+  const ScalingModel m = fit_model(fit_set(systems), c, rcp());
+  const DeviceFit& fit = m.devices.at("xeon-amx");
+  EXPECT_NEAR(fit.rate, 70, 70 * 1e-3);
+  EXPECT_NEAR(fit.fixed_step_s, 0.3, 0.3 * 1e-2);  // free: the class ran at several batches a node
+  for (const auto& s : systems) {
+    const Prediction p = predict(m.devices.at(s.device->name), m.factor_of(s.round),
+                                 shape_of(s, double(cadence(s.global_batch))), *s.mean_samples, c);
+    EXPECT_NEAR(p.minutes() / *s.olympic_minutes, 1, 1e-3) << s.id;
+    if (s.cpu) {
+      EXPECT_DOUBLE_EQ(p.inputs.device_samples_per_s, fit.rate * s.device_scale);
+    }
+  }
+  EXPECT_DOUBLE_EQ(systems[2].device_scale, 0.5);
+  EXPECT_DOUBLE_EQ(systems[3].device_scale, 1.25);
+}
+
 TEST(Published, TheCommittedDataSetLoads) {
   const auto systems =
       load_published_systems(source_file("benchmarks/bert/mlperf/reference/published_systems.json"), devices());
@@ -574,8 +779,28 @@ TEST(Published, TheCommittedDataSetLoads) {
       EXPECT_EQ(s.network->ports, 8);
       EXPECT_EQ(s.network->gbps, 200);
     }
+    if (s.per_node == 0) ADD_FAILURE() << s.id << ": a CPU-only row without a CPU class";
   }
   EXPECT_GE(multi_node_described, 60);
+  // Intel's CPU-only results: one device a node, a node of 2 x 56 cores at 2.0 GHz (v2.1 names neither
+  // the cores nor the clock: the class's reference node, assumed), on 100 GbE.
+  int cpu_rows = 0;
+  for (const auto& s : systems) {
+    if (s.accelerator != "N/A") continue;
+    ++cpu_rows;
+    ASSERT_NE(s.device, nullptr) << s.id;
+    EXPECT_EQ(s.device->name, "xeon-amx");
+    EXPECT_EQ(s.per_node, 1);
+    ASSERT_TRUE(s.cpu.has_value());
+    EXPECT_EQ(s.cpu->cores(), 112);
+    EXPECT_DOUBLE_EQ(s.cpu->clock_ghz, 2.0);
+    EXPECT_DOUBLE_EQ(s.device_scale, 1.0);
+    EXPECT_EQ(s.cpu_assumed, s.round == "v2.1") << s.id;
+    ASSERT_TRUE(s.network.has_value());
+    EXPECT_EQ(s.network->gbps, 100);
+    EXPECT_EQ(s.network->fabric, Fabric::kEthernet);
+  }
+  EXPECT_EQ(cpu_rows, 6);
 }
 
 TEST(Published, BadDataSetsAreOneLine) {

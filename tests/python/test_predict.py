@@ -4,8 +4,17 @@ config against Baidu's v2.1 8x8 logs.
 - `bertperf predict --validate --json` predicts every usable result of the data set
   (benchmarks/bert/mlperf/reference/published_systems.json) and says why it predicts none of the rest;
   its "bands" (by node count) and "devices" are the median and largest absolute error of its rows.
-- Leave-one-out is real: a result's prediction does not move when its own time (or a later copy of
-  its runs) changes, while the other results of its class see it.
+- Leave-one-out is real: a result's prediction does not move when its own time, its own samples (or a
+  later copy of its runs) change, while the other results of its class see it.
+- The samples term: each result's ratio (samples to converge over RCP samples) is what this test computes
+  from the data set itself: the median log ratio of the other results at its global batch (3 or more),
+  plus the median over the other results of its class of what the batch effects leave (3 or more); the
+  RCP samples are the RCP checker's mean plus half the benchmark's eval interval. Without the term the
+  bands at the logged samples are the same and those at the RCP samples worse.
+- Intel's CPU-only results are predicted (device class xeon-amx), and `--device xeon-amx` plans a CPU
+  cluster from the cpu_2c config: a node's rate is the fit times its peak's share of the reference node's,
+  the 16-node results are predicted from the 8-node ones alone within 15%, and a measured core rate in
+  devices.json (core_samples_per_s) stands in for a class without results.
 - The medians stay under stated bounds (the figures of benchmarks/RESULTS.md, with some room): at the
   RCP samples and at the samples each result logged.
 - Baidu's v2.1 8x8 result (2.476 min) predicted from benchmarks/bert/mlperf/a100_8x8.json by a model
@@ -16,6 +25,7 @@ config against Baidu's v2.1 8x8 logs.
   with the same value, once each; the keys Baidu does not log are a stated list.
 """
 import json
+import math
 import statistics
 import subprocess
 import sys
@@ -37,8 +47,8 @@ BAIDU = "v2.1 Baidu 8_node_64_A100_PaddlePaddle"
 BAIDU_TREE = "v2.1/Baidu/results/8_node_64_A100_PaddlePaddle/bert"
 
 # Median absolute error bounds, by node band (benchmarks/RESULTS.md has the figures these guard).
-BOUND_RCP = {"1": 0.075, "2-16": 0.095, "32+": 0.12}
-BOUND_LOGGED = {"1": 0.035, "2-16": 0.06, "32+": 0.16}
+BOUND_RCP = {"1": 0.06, "2-16": 0.075, "32+": 0.09}
+BOUND_LOGGED = {"1": 0.035, "2-16": 0.05, "32+": 0.11}
 
 # Hyperparameter keys: those the compliance rules name for BERT (closed_common, closed_bert), and the
 # other hyperparameters submitters log.
@@ -113,13 +123,15 @@ def test_every_result_is_predicted_or_says_why(validation):
             assert skipped[s["id"]] == f"the same runs as {s['same_runs_as']}"
     # Every GPU type of the issue is predicted.
     devices = {r["device"] for r in validation["rows"]}
-    assert {"a100-sxm-80gb", "a100-sxm-40gb", "a100-pcie-80gb", "h100-sxm", "h100-pcie", "h200"} <= devices
+    assert {"a100-sxm-80gb", "a100-sxm-40gb", "a100-pcie-80gb", "h100-sxm", "h100-pcie", "h200", "xeon-amx"} <= devices
     # RCP samples: the mean of the result's ruleset at its batch, plus half an interval.
     baidu = next(r for r in validation["rows"] if r["id"] == BAIDU)
     _, pruned = rcp_module.rcp_tables("2.1.0")
     low, high = pruned[0], pruned[1]
     mean = low.mean + (high.mean - low.mean) * (3072 - low.bs) / (high.bs - low.bs)
     assert baidu["rcp_samples"] == pytest.approx(mean + 175000 / 2, abs=0.1)
+    for r in validation["rows"]:
+        assert r["expected_samples"] == pytest.approx(r["rcp_samples"] * r["sample_ratio"], rel=1e-12)
 
 
 def test_leave_one_out_is_real(tmp_path, validation):
@@ -135,6 +147,20 @@ def test_leave_one_out_is_real(tmp_path, validation):
     assert changed[BAIDU]["error_rcp"] != pytest.approx(before[BAIDU]["error_rcp"], abs=1e-3)
     nvidia = "v2.1 NVIDIA dgxa100_n8_ngc22.09_pytorch"
     assert changed[nvidia]["predicted_rcp_minutes"] != pytest.approx(before[nvidia]["predicted_rcp_minutes"], rel=1e-6)
+    # Its own samples (and the time they take): its ratio and its prediction at the RCP samples stay; the
+    # ratios of the results at its batch move (it falls from above their median to below: medians move with
+    # ranks only).
+    doc = json.loads(DATASET.read_text())
+    for s in doc["systems"]:
+        if s["id"] == BAIDU:
+            s["mean_samples"] *= 0.8
+            s["olympic_minutes"] *= 0.8
+    path.write_text(json.dumps(doc))
+    changed = {r["id"]: r for r in validate("--published", path)["rows"]}
+    assert changed[BAIDU]["sample_ratio"] == before[BAIDU]["sample_ratio"]
+    assert changed[BAIDU]["predicted_rcp_minutes"] == pytest.approx(before[BAIDU]["predicted_rcp_minutes"], rel=1e-12)
+    at_3072 = [i for i, r in before.items() if r["global_batch"] == 3072 and i != BAIDU]
+    assert any(changed[i]["sample_ratio"] != before[i]["sample_ratio"] for i in at_3072)
 
 
 def test_median_errors_under_the_bounds(validation):
@@ -151,6 +177,144 @@ def test_each_term_of_the_model_helps(validation, ablation):
     def total(v):
         return sum(b["median_abs_error"] for b in v["bands_logged"])
     assert total(validate(*ablation)) > total(validation)
+
+
+def mlperf_eval_interval(gbs):
+    """The benchmark's eval interval: 5% of (230.23 x GBS + 3,000,000) samples, down to a multiple of 25,000."""
+    return math.floor(0.05 * (230.23 * gbs + 3_000_000) / 25_000) * 25_000
+
+
+def rcp_samples(round_name, gbs):
+    """The RCP checker's (pruned) mean at the batch, interpolated, plus half an eval interval."""
+    _, pruned = rcp_module.rcp_tables(round_name[1:] + ".0")
+    points = sorted((p.bs, p.mean) for p in pruned)
+    if gbs <= points[0][0]:
+        mean = points[0][1]
+    elif gbs >= points[-1][0]:
+        mean = points[-1][1]
+    else:
+        (b0, m0), (b1, m1) = next((a, b) for a, b in zip(points, points[1:]) if a[0] <= gbs <= b[0])
+        mean = m0 + (m1 - m0) * (gbs - b0) / (b1 - b0)
+    return mean + mlperf_eval_interval(gbs) / 2
+
+
+def test_sample_ratio_is_the_median_of_the_others(validation):
+    # The fit set: every result with a time and samples that is not a copy, of a device class (the predicted
+    # rows, and the lone MI300X result, which is fitted to but not predicted).
+    lone = {s["id"] for s in validation["skipped"] if s["reason"].startswith("the only result of device class")}
+    device = {r["id"]: r["device"] for r in validation["rows"]} | {i: i for i in lone}
+    fit = [s for s in SYSTEMS if s["id"] in device]
+    for s in fit:
+        s_ratio = math.log(s["mean_samples"] / rcp_samples(s["round"], s["global_batch"]))
+        s["_log_ratio"] = s_ratio
+    rows = {r["id"]: r for r in validation["rows"]}
+    for r in rows.values():
+        assert r["rcp_samples"] == pytest.approx(rcp_samples(r["round"], r["global_batch"]), abs=0.1)
+
+    def median_if_enough(values):
+        return statistics.median(values) if len(values) >= 3 else 0.0
+
+    for row_id, r in rows.items():
+        others = [s for s in fit if s["id"] != row_id]
+        batch = {}
+        for s in others:
+            batch.setdefault(s["global_batch"], []).append(s["_log_ratio"])
+        batch = {g: median_if_enough(v) for g, v in batch.items()}
+        left = [s["_log_ratio"] - batch[s["global_batch"]] for s in others if device[s["id"]] == r["device"]]
+        want = math.exp(batch.get(r["global_batch"], 0.0) + median_if_enough(left))
+        # (rcp.json holds the checker's means to 0.1 sample: agreement to 1e-6, not to the last digit)
+        assert r["sample_ratio"] == pytest.approx(want, rel=1e-6), row_id
+
+
+def test_the_samples_term_moves_only_the_rcp_predictions(validation):
+    plain = validate("--without", "samples")
+    assert plain["bands_logged"] == validation["bands_logged"]
+    assert all(r["sample_ratio"] == 1 for r in plain["rows"])
+    assert sum(b["median_abs_error"] for b in plain["bands"]) > sum(b["median_abs_error"] for b in validation["bands"])
+
+
+def test_intel_cpu_results_are_predicted(validation):
+    cpu = [r for r in validation["rows"] if r["device"] == "xeon-amx"]
+    assert sorted(r["id"] for r in cpu) == sorted(f"{v} Intel {n}-nodes-SPR-pytorch" for v in ("v2.1", "v3.0")
+                                                  for n in (8, 16))
+    for r in cpu:
+        assert r["gpus_per_node"] == 1 and r["cpu_node"]["cores"] == 112 and r["cpu_node"]["clock_ghz"] == 2.0
+        assert r["cpu_node"]["assumed"] == (r["round"] == "v2.1")
+        assert r["network"] == "1x 100 Gb/s Ethernet"
+        assert abs(r["error_rcp"]) < 0.10 and abs(r["error_logged"]) < 0.10
+
+
+CPU_CONFIG = MLPERF / "cpu_2c.json"
+
+
+def predict_cpu(*args):
+    out = run("predict", "--config", CPU_CONFIG, "--json", *args)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+def test_planning_a_cpu_cluster():
+    need_binary()
+    # Intel's v3.0 16-node shape: 2 x 56 cores at 2.0 GHz, GBS 3072 on 16 nodes.
+    report = predict_cpu("--device", "xeon-amx", "--cores", 112, "--clock-ghz", 2.0, "--nodes", 16, "--batch", 3072)
+    assert report["device"] == "xeon-amx" and report["network"].startswith("1x 100 Gb/s Ethernet")
+    assert report["cpu_node"]["cores"] == 112 and not report["cpu_node"]["assumed"]
+    own = next(r for r in report["rows"] if r["config_system"])
+    assert own["shape"] == "16x1" and own["local_batch"] == 192
+    published = {p["id"]: p for p in own["published"]}
+    assert set(published) == {"v2.1 Intel 16-nodes-SPR-pytorch", "v3.0 Intel 16-nodes-SPR-pytorch"}
+    rows = {r["id"]: r for r in validate()["rows"]}
+    for pid, p in published.items():
+        assert p["predicted_minutes"] == pytest.approx(rows[pid]["predicted_rcp_minutes"], rel=1e-9)
+    # Half the cores: half the node's peak, half its rate; the node's own description when it is a CPU one
+    # (cpu_2c: one socket of 2 cores, its clock not given: the class's 2.0 GHz, assumed).
+    half = predict_cpu("--device", "xeon-amx", "--cores", 56, "--clock-ghz", 2.0, "--nodes", 16, "--batch", 3072)
+    assert half["device_samples_per_s"] == pytest.approx(report["device_samples_per_s"] / 2, rel=1e-12)
+    tiny = predict_cpu("--device", "xeon-amx")
+    assert tiny["cpu_node"]["cores"] == 2 and tiny["cpu_node"]["assumed"]
+    assert tiny["device_samples_per_s"] == pytest.approx(report["device_samples_per_s"] * 2 / 112, rel=1e-12)
+    assert [r["shape"] for r in tiny["rows"]] == ["1x1", "8x1", "16x1", "64x1"]
+    # On an accelerator system's description: the class's reference node and network, both assumed.
+    other = predict_config("--device", "xeon-amx", "--nodes", 16, "--scale", "16x1")
+    assert other["cpu_node"]["cores"] == 112 and other["cpu_node"]["assumed"]
+    assert other["network"].startswith("1x 100 Gb/s Ethernet (assumed") and other["network_assumed"]
+    assert other["device_samples_per_s"] == pytest.approx(report["device_samples_per_s"], rel=1e-12)
+
+
+def test_cpu_node_scaling_from_the_other_node_count(tmp_path):
+    need_binary()
+    # Without Intel's 16-node results, the 8-node ones alone predict them (one batch a node: the class's fixed
+    # step cost is the accelerators' prior, no class samples effect): 42.1 and 43.5 min against 47.9 and 47.3,
+    # -12% and -8% (benchmarks/RESULTS.md).
+    doc = json.loads(DATASET.read_text())
+    doc["systems"] = [s for s in doc["systems"] if "16-nodes-SPR" not in s["id"]]
+    path = tmp_path / "published.json"
+    path.write_text(json.dumps(doc))
+    measured = {s["round"]: s["olympic_minutes"] for s in SYSTEMS
+                if s["id"] in ("v2.1 Intel 16-nodes-SPR-pytorch", "v3.0 Intel 16-nodes-SPR-pytorch")}
+    for round_name, minutes in measured.items():
+        report = predict_cpu("--device", "xeon-amx", "--cores", 112, "--clock-ghz", 2.0, "--nodes", 16, "--batch",
+                             3072, "--scale", "16x1", "--round", round_name, "--published", path)
+        assert abs(report["rows"][0]["time_to_train_minutes"] / minutes - 1) < 0.15, round_name
+
+
+def test_a_measured_core_rate_stands_in_for_a_class_without_results(tmp_path):
+    need_binary()
+    devices = json.loads((MLPERF / "reference" / "devices.json").read_text())
+    zen4 = next(d for d in devices["devices"] if d["name"] == "epyc-zen4")
+    out = run("predict", "--config", CPU_CONFIG, "--device", "epyc-zen4")
+    assert out.returncode == 2 and "core_samples_per_s" in out.stderr and out.stderr.count("\n") == 1
+    zen4["cpu"]["core_samples_per_s"] = 0.05
+    path = tmp_path / "devices.json"
+    path.write_text(json.dumps(devices))
+    # cpu_2c: 2 cores, its clock not given (the reference's); at 3.6 GHz, 1.5x the reference's 2.4.
+    report = predict_cpu("--device", "epyc-zen4", "--devices", path)
+    assert report["device_samples_per_s"] == pytest.approx(0.05 * 2, rel=1e-12)
+    faster = predict_cpu("--device", "epyc-zen4", "--devices", path, "--clock-ghz", 3.6)
+    assert faster["device_samples_per_s"] == pytest.approx(0.05 * 2 * 1.5, rel=1e-12)
+    # --device-rate is the node's own rate, as measured.
+    given = predict_cpu("--device", "epyc-zen4", "--device-rate", 0.3)
+    assert given["device_samples_per_s"] == pytest.approx(0.3)
 
 
 def test_rcp_tables_are_the_checkers():
@@ -262,6 +426,11 @@ def test_shape_options_change_what_they_name():
     (["--validate", "--published", "benchmarks/bert/mlperf/reference/rcp.json"], "rcp.json"),
     (["--validate", "--devices", "benchmarks/bert/mlperf/reference/rcp.json"], "rcp.json"),
     (["--validate", "--without", "luck"], "luck"),
+    (["--config", "benchmarks/bert/mlperf/cpu_2c.json", "--device", "xeon-amx", "--gpus-per-node", "8"], "--gpus-per-node"),
+    (["--config", "benchmarks/bert/mlperf/cpu_2c.json", "--device", "xeon-amx", "--scale", "8x8"], "--scale"),
+    (["--config", "benchmarks/bert/mlperf/cpu_2c.json", "--device", "xeon-amx", "--clock-ghz", "0"], "--clock-ghz"),
+    (["--config", "benchmarks/bert/mlperf/a100_8x8.json", "--cores", "56"], "--cores"),
+    (["--config", "benchmarks/bert/mlperf/cpu_2c.json"], "AMD EPYC (virtual machine)"),
 ])
 def test_predict_bad_input_is_one_line(args, needle):
     need_binary()
