@@ -686,3 +686,26 @@ def test_log_without_run_start(tmp_path):
 
 def test_bad_option(tmp_path):
     _assert_one_line_error(_cli(tmp_path, "--format", "xml"), "--format")
+
+
+@needs_shared
+def test_a_train_samples_budget_logged_before_run_start_is_not_samples_trained(tmp_path):
+    """Some submitters (Habana, Google's TPU v4, tinycorp) log train_samples before run_start as a planned budget;
+    the samples trained and the throughput come from the evals then, as the RCP checker reads them."""
+    from bertperf_compliance.report.runs import read_run
+
+    original = RESULTS / "v4.0" / "NVIDIA" / H200_BERT / "result_0.txt"
+    lines = original.read_text(encoding="latin-1").splitlines(keepends=True)
+    start = next(i for i, line in enumerate(lines) if '"key": "run_start"' in line)
+    record = json.loads(lines[start].split(":::MLLOG ", 1)[1])
+    budget = {**record, "event_type": "POINT_IN_TIME", "key": "train_samples", "value": 9_000_000, "time_ms":
+              record["time_ms"] - 1}
+    # The budget before run_start, and no train_samples at the end (as those logs have it).
+    rest = [line for line in lines[start:] if '"key": "train_samples"' not in line]
+    planned = tmp_path / "result_0.txt"
+    planned.write_text("".join(lines[:start] + [":::MLLOG " + json.dumps(budget) + "\n"] + rest), encoding="latin-1")
+    before, after = read_run(str(original)), read_run(str(planned))
+    assert after.planned_samples == 9_000_000
+    assert after.samples_to_converge == before.samples_to_converge
+    assert after.trained_samples == after.samples_to_converge
+    assert after.throughput_effective == pytest.approx(after.samples_to_converge / (after.time_to_train_min * 60))

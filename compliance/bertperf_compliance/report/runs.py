@@ -13,7 +13,10 @@ the logging spec sections 3.5 and 4.2):
   run whose untimed initialisation overran the budget is dropped);
 * samples to converge: ``epoch_num`` of the last ``eval_accuracy`` before
   ``run_stop`` (what the RCP checker reads), unless that is not a sample count
-  (Baidu's v2.1 logs put ``1`` there), then the ``train_samples`` value;
+  (Baidu's v2.1 logs put ``1`` there), then the ``train_samples`` value; a
+  ``train_samples`` logged before ``run_start`` is a planned budget (Habana's,
+  Google's TPU v4 and tinycorp's logs), not what the run trained, and is not
+  used for samples or throughput;
 * throughput in samples/s: *effective* over the whole timed run, per *eval
   interval* (consecutive ``eval_accuracy`` events, the first interval starting
   at ``run_start``), *steady* (median interval rate after the first, which
@@ -55,7 +58,8 @@ class RunResult:
     run_stop_ms: Optional[float] = None
     status: Optional[str] = None
     reached_target: bool = False
-    train_samples: Optional[float] = None
+    train_samples: Optional[float] = None  # the samples trained, as logged after run_start
+    planned_samples: Optional[float] = None  # a train_samples logged before run_start: a budget
     samples_to_converge: Optional[float] = None
     samples_source: Optional[str] = None
     evals: List[EvalPoint] = field(default_factory=list)
@@ -224,7 +228,10 @@ def read_run(path: str, target: float = TARGET_ACCURACY, ruleset: Optional[str] 
         elif rec.key == "init_stop" and run.init_stop_ms is None:
             run.init_stop_ms = rec.time_ms
         elif rec.key == "train_samples":
-            run.train_samples = _number(rec.value)
+            if run.run_start_ms is None or rec.time_ms < run.run_start_ms:
+                run.planned_samples = _number(rec.value)
+            else:
+                run.train_samples = _number(rec.value)
         elif rec.key == "eval_start":
             eval_open_ms = rec.time_ms
         elif rec.key == "eval_stop" and eval_open_ms is not None:
