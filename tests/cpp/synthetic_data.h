@@ -63,8 +63,10 @@ struct SyntheticRun {
 };
 
 // Writes train and eval shards, benchmark.json and config.json under `dir` for a tiny BERT.
-// `overrides` is spliced into the config's top level (e.g. "\"max_samples\": 640,").
-inline SyntheticRun write_synthetic_run(const std::filesystem::path& dir, const std::string& overrides = "") {
+// `overrides` is spliced into the config's top level (e.g. "\"max_samples\": 640,"); `backend` is its "backend"
+// block.
+inline SyntheticRun write_synthetic_run(const std::filesystem::path& dir, const std::string& overrides = "",
+                                        const std::string& backend = R"({"name": "cpu", "threads": 1})") {
   std::filesystem::create_directories(dir);
   const int seq_len = 32, vocab = 64, predictions = 5;
   write_varlength((dir / "train.hdf5").string(), synthetic_sequences(512, seq_len, vocab, predictions, 1));
@@ -85,7 +87,7 @@ inline SyntheticRun write_synthetic_run(const std::filesystem::path& dir, const 
   "data": {"train_files": ["train.hdf5"], "eval_file": "eval.hdf5", "seq_len": 32, "max_predictions": 5,
            "packed": false},
   "batch": {"local_batch_size": 8, "grad_accum_steps": 1, "ranks": 1},
-  "backend": {"name": "cpu", "threads": 1},
+  "backend": )" << backend << R"(,
   "lamb": {"learning_rate": 0.01, "beta1": 0.9, "beta2": 0.999, "epsilon": 1e-06, "weight_decay": 0.01,
            "max_grad_norm": 1.0, "train_steps": 1000, "warmup_steps": 0, "start_warmup_step": 0, "poly_power": 1.0},
   "eval": {"batch_size": 16}
