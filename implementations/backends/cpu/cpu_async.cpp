@@ -141,8 +141,8 @@ class QueueEvent final : public Event {
   std::atomic<uint64_t> position{0};
 };
 
-// Tasks kept for 64k-op steps before the host waits for the worker.
-constexpr size_t kQueueCapacity = 1 << 16;
+// How many tasks the host may run ahead of the worker before it waits (a BERT-large step issues about 600).
+constexpr size_t kQueueCapacity = 4096;
 
 class CpuAsyncBackend final : public Backend {
  public:
@@ -178,7 +178,7 @@ class CpuAsyncBackend final : public Backend {
     outside_capture("allocate");
     void* p = inner_->allocate(bytes, kind);
     std::lock_guard<std::mutex> lock(memory_mutex_);
-    live_[static_cast<const unsigned char*>(p)] = {bytes, kind};
+    live_[reinterpret_cast<uintptr_t>(p)] = {bytes, kind};
     return p;
   }
   void deallocate(void* p, MemoryKind kind) noexcept override {
@@ -186,7 +186,7 @@ class CpuAsyncBackend final : public Backend {
     queue_.drain();  // work issued before may still use p
     {
       std::lock_guard<std::mutex> lock(memory_mutex_);
-      live_.erase(static_cast<const unsigned char*>(p));
+      live_.erase(reinterpret_cast<uintptr_t>(p));
     }
     inner_->deallocate(p, kind);
   }
@@ -326,7 +326,7 @@ class CpuAsyncBackend final : public Backend {
   }
   // Whether [p, p + bytes) lies in PINNED memory this backend allocated.
   bool in_pinned(const void* p, size_t bytes) const {
-    const auto* at = static_cast<const unsigned char*>(p);
+    const auto at = reinterpret_cast<uintptr_t>(p);
     std::lock_guard<std::mutex> lock(memory_mutex_);
     auto it = live_.upper_bound(at);
     if (it == live_.begin()) return false;
@@ -344,7 +344,7 @@ class CpuAsyncBackend final : public Backend {
   std::span<double> live(std::span<double> s) const {
     if (s.empty()) return s;
     std::lock_guard<std::mutex> lock(memory_mutex_);
-    BERT_CHECK(live_.count(reinterpret_cast<const unsigned char*>(s.data())),
+    BERT_CHECK(live_.count(reinterpret_cast<uintptr_t>(s.data())),
                "cpu-async: an op's partial-sum buffer was freed before the op ran (a captured op replayed after its "
                "working buffer grew and the old one was released)");
     return s;
@@ -367,7 +367,7 @@ class CpuAsyncBackend final : public Backend {
   const CpuAsyncOptions options_;
   Capabilities caps_;
   mutable std::mutex memory_mutex_;
-  std::map<const unsigned char*, Allocation> live_;  // what allocate handed out and deallocate has not taken back
+  std::map<uintptr_t, Allocation> live_;  // what allocate handed out and deallocate has not taken back, by address
   WorkQueue queue_;
   std::vector<Recorded>* recording_ = nullptr;  // the capture under way, if any
   CaptureState capture_state_;
