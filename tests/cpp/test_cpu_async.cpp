@@ -3,7 +3,8 @@
 // what the device sees), other uploads have read it when they return; a download lands only at an event or
 // synchronize(); deallocate waits for the work before it; events are waited for from any thread; a captured graph
 // replays with the step values backend memory holds then; an op's working buffer follows scratch_buffer.h's rule
-// after a capture; an error on the worker comes back at the next wait, every time.
+// after a capture; an error on the worker comes back at the next wait, every time (and is said on stderr when no wait
+// saw it).
 //
 // Where an order matters the backend runs with random delays of up to tens of milliseconds before each queued piece
 // of work, from a fixed seed, so that the worker is certainly behind the host when the host rewrites or reads.
@@ -260,6 +261,17 @@ TEST(CpuAsync, AnErrorOnTheWorkerComesBackAtEveryWait) {
   const float value = 1.0f;
   EXPECT_NE(internal_error([&] { b->upload(busy.data(), &value, sizeof value); }).find("cross-entropy label 6"),
             std::string::npos);
+  // One that no wait sees is said when the backend goes.
+  ::testing::internal::CaptureStderr();
+  {
+    const auto c = cpu_async();
+    DeviceBuffer c_stats(*c, 2 * sizeof(double)), c_lse(*c, 2 * sizeof(float));
+    c->cross_entropy_forward({c_lse.data(), c_stats.as<double>(), logits.data(), labels.data(), weight.data(),
+                              weight.data(), 2, 6, 6});
+  }
+  const std::string said = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(said.find("cpu-async: queued work failed and no wait saw it: "), std::string::npos) << said;
+  EXPECT_NE(said.find("cross-entropy label 6"), std::string::npos) << said;
 }
 
 TEST(CpuAsync, EventsOfAnotherBackendAreRefused) {

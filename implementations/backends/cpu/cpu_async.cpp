@@ -7,6 +7,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <exception>
 #include <map>
@@ -65,6 +66,16 @@ class WorkQueue {
     }
     has_work_.notify_all();
     worker_.join();
+    // A failure no wait ever saw is said rather than lost (a destructor cannot throw it).
+    if (failure_ && !reported_) {
+      try {
+        std::rethrow_exception(failure_);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "cpu-async: queued work failed and no wait saw it: %s\n", e.what());
+      } catch (...) {
+        std::fprintf(stderr, "cpu-async: queued work failed and no wait saw it\n");
+      }
+    }
   }
 
   // Queues `task` (waiting while the ring is full) and returns its position.
@@ -85,7 +96,10 @@ class WorkQueue {
   void wait(uint64_t position) {
     std::unique_lock<std::mutex> lock(mutex_);
     progressed_.wait(lock, [&] { return completed_ >= position; });
-    if (failure_) std::rethrow_exception(failure_);
+    if (failure_) {
+      reported_ = true;
+      std::rethrow_exception(failure_);
+    }
   }
   // Blocks until everything issued so far has run, whatever failed.
   void drain() noexcept {
@@ -129,6 +143,7 @@ class WorkQueue {
   std::condition_variable has_work_, has_space_, progressed_;
   uint64_t issued_ = 0, taken_ = 0, completed_ = 0;
   std::exception_ptr failure_;
+  bool reported_ = false;  // a wait has rethrown failure_
   bool stop_ = false;
   std::thread worker_;
 };

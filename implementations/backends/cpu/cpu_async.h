@@ -18,7 +18,8 @@
 //    inside a capture and one outgrown after a capture is kept; an op whose buffer was freed before it ran is an
 //    InternalError;
 //  - an error thrown by queued work is rethrown by the next synchronize(), host_wait() or waiting upload, and by every
-//    one after (the work queued after it is skipped, as a GPU context is lost after a fault);
+//    one after (the work queued after it is skipped, as a GPU context is lost after a fault); one that no wait saw is
+//    said on stderr when the backend goes;
 //  - with "delay_us", the worker waits a random time before each piece of work (cpu_async_options.h).
 // Capabilities: asynchronous, capture and static shapes (every batch at its full capacity), as the CUDA backend;
 // device memory is host memory (so MPI reduces it, after the backend's events).
