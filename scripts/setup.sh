@@ -42,8 +42,9 @@ make_venv() {  # make_venv DIR REQUIREMENTS
   echo "setup: creating $dir from $req"
   [ -x "$dir/bin/python" ] || python3 -m venv "$dir"
   # Lines marked "headers only" are installed without their dependencies (cudnn-frontend's Python side pulls in
-  # large GPU packages that the C++ build does not use).
-  "$dir/bin/python" -m pip install -q --disable-pip-version-check -r <(grep -v 'headers only' "$req")
+  # large GPU packages that the C++ build does not use); lines marked "own venv" are pins for a tool that needs an
+  # environment of its own (TensorFlow's h5py and numpy conflict with the reference's).
+  "$dir/bin/python" -m pip install -q --disable-pip-version-check -r <(grep -v -e 'headers only' -e 'own venv' "$req")
   grep 'headers only' "$req" | cut -d' ' -f1 | xargs -r "$dir/bin/python" -m pip install -q \
     --disable-pip-version-check --no-deps
   if [ -f compliance/pyproject.toml ]; then
