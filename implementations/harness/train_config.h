@@ -89,6 +89,9 @@ struct TrainConfig {
   int64_t global_batch_size() const { return int64_t(local_batch_size) * grad_accum_steps * ranks; }
 };
 
+// A job of `ranks` ranks for `config`: InputError naming the config when its batch.ranks says another number.
+void check_job_ranks(const TrainConfig& config, int ranks);
+
 // Reads and validates a config and its benchmark.json. With `check_data` the train file patterns
 // are expanded and every data file must exist; without it (validating configs for machines that
 // hold the data) the patterns are kept as written.

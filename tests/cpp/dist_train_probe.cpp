@@ -34,7 +34,7 @@ namespace {
 int train(DistContext& dist, const std::string& config_path, int steps, const std::string& out) {
   const TrainConfig c = load_train_config(config_path);
   const int W = dist.size(), r = dist.rank(), n = c.grad_accum_steps;
-  if (c.ranks != W) throw_input(config_path, cat("batch.ranks is ", c.ranks, " but the job has ", W, " ranks"));
+  check_job_ranks(c, W);
 
   ReaderOptions o;
   o.files = c.train_files;

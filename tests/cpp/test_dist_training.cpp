@@ -161,8 +161,9 @@ void expect_same_training(const Trained& one, const Trained& many, const char* n
   std::cout << name << ": loss within " << worst_loss << " relative, parameters within " << worst << "\n";
 }
 
-// One rank's 20 steps, then each case launched by `launch` as `ranks` ranks of 4 / ranks micro-batches.
-void run_cases(const std::string& launch, int ranks, const fs::path& dir) {
+// One rank's 20 steps, then each case launched by `launch` as `ranks` ranks of 4 / ranks micro-batches on `nodes`
+// nodes.
+void run_cases(const std::string& launch, int ranks, const fs::path& dir, int nodes = 1) {
   TrainFiles setup(dir);
   const Trained one[2] = {
       train("", setup.config("one", 1, 4, false, R"({"algorithm": "allreduce"})"), dir, "one"),
@@ -177,6 +178,11 @@ void run_cases(const std::string& launch, int ranks, const fs::path& dir) {
     const Trained many =
         train(launch, setup.config(c.name, ranks, 4 / ranks, c.after_reduction, c.reduction), dir, c.name);
     EXPECT_NE(many.err.find(c.described), std::string::npos) << c.name << ": " << many.err;
+    if (std::string(c.name) == "hierarchical")  // the hierarchy's groups follow the nodes
+      EXPECT_NE(many.err.find(cat("inside each of ", nodes, " node", nodes == 1 ? "" : "s", " of ", ranks / nodes,
+                                  " ranks")),
+                std::string::npos)
+          << many.err;
     expect_same_training(one[c.after_reduction], many, c.name);
   }
 }
@@ -288,6 +294,6 @@ TEST(DistTraining, TwoHostsOfTwoRanksEqualOneForEveryReduction) {
   } hosts{env + script + " down >/dev/null 2>&1"};
   const Command up = shell(env + script + " up 2", dir.path);
   ASSERT_EQ(up.code, 0) << up.out << up.err;
-  run_cases(cat(env, "MPIRUN_ARGS='--mca mpi_yield_when_idle 1' ", script, " mpirun 2 2"), 4, dir.path);
+  run_cases(cat(env, "MPIRUN_ARGS='--mca mpi_yield_when_idle 1' ", script, " mpirun 2 2"), 4, dir.path, 2);
 #endif
 }
