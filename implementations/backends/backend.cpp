@@ -1,6 +1,7 @@
 // The backend registry (registry.h) and the typed copies of backend.h.
 #include "backends/registry.h"
 
+#include "backends/cpu/cpu_async.h"
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/cpu_options.h"
 #include "backends/cuda/cuda_options.h"
@@ -53,7 +54,7 @@ const std::vector<Entry>& entries() {
     auto cpu = [](DType type) {
       return [type](JsonFields& f) {
         const CpuOptions o = CpuOptions::read(f);
-        return [type, o](const Placement&) { return make_cpu_backend(type, o.threads); };
+        return [type, o](const Placement&) { return make_cpu_backend(type, o.threads, o.static_shapes); };
       };
     };
     e.push_back({{"cpu", "fp32 on the CPU (OpenBLAS, OpenMP)", DType::F32, DType::F32, DType::F32, true, true},
@@ -86,6 +87,12 @@ const std::vector<Entry>& entries() {
 #else
                    return false;
 #endif
+                 }});
+    e.push_back({{"cpu-async", "fp32 on the CPU with a GPU's asynchrony: the cpu backend's work queued on a thread",
+                  DType::F32, DType::F32, DType::F32, true, true},
+                 [](JsonFields& f) {
+                   const CpuAsyncOptions o = CpuAsyncOptions::read(f);
+                   return [o](const Placement&) { return make_cpu_async_backend(o); };
                  }});
     return e;
   }();

@@ -14,10 +14,11 @@
 //               "max_predictions": int, "packed": bool (training batches hold packed rows: unpacked shards are packed
 //               by the reader, packed shards keep their rows and need true; harness/reader_plan.h) },
 //     "batch": { "local_batch_size": int, "grad_accum_steps": int, "ranks": int },
-//     "backend": { "name": "cpu" | "cpu-f64" | "cuda" | ..., "capture": bool (optional, default true: replay the
-//                  step as one captured graph where the backend can), and the backend's own options, e.g. CPU
-//                  "threads" (backends/cpu/cpu_options.h) or CUDA "device", "attention" (backends/cuda/cuda_options.h);
-//                  backends/registry.h } (optional: cpu, all threads),
+//     "backend": { "name": "cpu" | "cpu-f64" | "cuda" | "cpu-async" | ..., "capture": bool (optional, default true:
+//                  replay the step as one captured graph where the backend can), and the backend's own options, e.g.
+//                  CPU "threads" (backends/cpu/cpu_options.h), cpu-async "delay_us" (backends/cpu/cpu_async_options.h)
+//                  or CUDA "device", "attention" (backends/cuda/cuda_options.h); backends/registry.h } (optional: cpu,
+//                  all threads),
 //     "distributed": { "clip": "per_micro_batch" (the reference's, default) | "after_reduction",
 //                      "balanced_batches": bool (optional, default false: each rank reads its own shards; true:
 //                      every step's global batch is dealt out by real tokens, data/reader.h),

@@ -48,14 +48,14 @@ inline Batch packed_batch(int rows, int V, uint32_t seed) {
   return b;
 }
 
-// A training stack of one rank for the small BERT on `backend` (a registry name), from the parameters of seed 7 with
-// dropout seed 5 and LAMB at learning rate 1e-3 over 100 steps, sized for `capacity`.
-inline TrainStack small_stack(const std::string& backend, const BertConfig& config, BatchCapacity capacity,
+// A training stack of one rank for the small BERT on `backend`, from the parameters of seed 7 with dropout seed 5 and
+// LAMB at learning rate 1e-3 over 100 steps, sized for `capacity`.
+inline TrainStack small_stack(const BackendSpec& backend, const BertConfig& config, BatchCapacity capacity,
                               bool capture = true) {
   static const std::unique_ptr<DistContext> one_rank = DistContext::single();
   TrainStackSpec spec;
   spec.model = config;
-  spec.backend = backend_spec(backend);
+  spec.backend = backend;
   spec.backend.capture = capture;
   spec.lamb.learning_rate = 1e-3;
   spec.lamb.train_steps = 100;
@@ -72,7 +72,7 @@ struct Gradients {
 };
 
 // One forward and backward (dropout as the config says) on `backend` from the parameters of seed 7.
-inline Gradients forward_backward(const std::string& backend, const BertConfig& config, const Batch& batch) {
+inline Gradients forward_backward(const BackendSpec& backend, const BertConfig& config, const Batch& batch) {
   TrainStack stack = small_stack(backend, config, batch.capacity);
   ParamBuffers& params = stack.params();
   BertModel& model = stack.model();

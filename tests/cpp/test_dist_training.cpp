@@ -3,7 +3,8 @@
 // parameter within 1e-5, for each reduction (plain all-reduce, bucketed and overlapped with the backward,
 // hierarchical, sharded LAMB) in the clip modes it runs in. Under `mpirun -np 2` on this host, and as 2 hosts x 2
 // ranks over TCP between network namespaces (scripts/netns_hosts.sh), skipped with the reason where this machine
-// does not permit them.
+// does not permit them. Two ranks on cpu-async (the backend's work queued on a thread, with random delays, so MPI
+// must wait for the backend's events before it touches a gradient) train as one rank on the cpu backend.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -73,11 +74,12 @@ class TrainFiles {
   }
 
   // A config of `ranks` x `accum` micro-batches of 8 sequences.
-  std::string config(const std::string& name, int ranks, int accum, bool after_reduction,
-                     const std::string& reduction) const {
+  std::string config(const std::string& name, int ranks, int accum, bool after_reduction, const std::string& reduction,
+                     const std::string& backend = R"({"name": "cpu", "threads": 1})") const {
     return bertperf::testing::write_tiny_config(
         dir_ / (name + ".json"),
         {{"batch", {{"grad_accum_steps", accum}, {"ranks", ranks}}},
+         {"backend", nlohmann::ordered_json::parse(backend)},
          {"distributed",
           {{"clip", after_reduction ? "after_reduction" : "per_micro_batch"},
            {"reduction", nlohmann::ordered_json::parse(reduction)}}}});
@@ -176,6 +178,33 @@ TEST(DistTraining, TwoRanksEqualOneForEveryReduction) {
   if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
   TempDir dir("bertperf_dist_training");
   run_cases("mpirun -np 2 --oversubscribe --allow-run-as-root --mca mpi_yield_when_idle 1", 2, dir.path);
+#endif
+}
+
+// The reducers on an asynchronous backend: MPI reads a gradient bucket once the backend's event after the backward's
+// writes has passed (on the communication thread for the bucketed reducer), and the sum, the sharded norms and the
+// gather wait for all the work before them. cpu-async with random delays makes a missing wait show as wrong numbers.
+TEST(DistTraining, TwoRanksOnCpuAsyncEqualOneOnCpu) {
+#ifndef BERTPERF_HAVE_MPI
+  GTEST_SKIP() << "built without MPI";
+#else
+  if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
+  TempDir dir("bertperf_dist_async");
+  TrainFiles setup(dir.path);
+  const Trained one[2] = {
+      train("", setup.config("one", 1, 4, false, R"({"algorithm": "allreduce"})"), dir.path, "one"),
+      train("", setup.config("one-after", 1, 4, true, R"({"algorithm": "allreduce"})"), dir.path, "one-after")};
+  const std::string async = R"({"name": "cpu-async", "threads": 1, "delay_us": 200, "delay_seed": 4})";
+  for (const Case& c : kCases) {
+    if (c.name != std::string("allreduce") && c.name != std::string("bucketed") &&
+        c.name != std::string("sharded-after"))
+      continue;
+    const Trained many = train("mpirun -np 2 --oversubscribe --allow-run-as-root --mca mpi_yield_when_idle 1",
+                               setup.config(cat("async-", c.name), 2, 2, c.after_reduction, c.reduction, async),
+                               dir.path, cat("async-", c.name));
+    EXPECT_NE(many.err.find(c.described), std::string::npos) << c.name << ": " << many.err;
+    expect_same_training(one[c.after_reduction], many, cat("cpu-async ", c.name).c_str());
+  }
 #endif
 }
 

@@ -24,8 +24,8 @@ struct Steps {
   Gradients fp32, fp64;
   Steps() {
     const Batch batch = packed_batch(8, config.vocab_size, 3);
-    fp32 = forward_backward("cpu", config, batch);
-    fp64 = forward_backward("cpu-f64", config, batch);
+    fp32 = forward_backward(backend_spec("cpu"), config, batch);
+    fp64 = forward_backward(backend_spec("cpu-f64"), config, batch);
   }
 };
 

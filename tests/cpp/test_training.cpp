@@ -1,6 +1,10 @@
 // Training as a whole, on small learnable data: the loss falls; a run is bit-identical when
-// repeated in one process and across processes; a training step allocates nothing after the first;
-// bad configs, bad data and a NaN loss each end `bertperf train` with one line and a non-zero exit.
+// repeated in one process and across processes; on cpu-async (the cpu backend's work queued as on a GPU: capture,
+// reading ahead, events; with and without random delays) it gives the cpu backend's losses, eval and checkpoint,
+// bit for bit at the same shapes (every batch at full capacity, "static_shapes") and within fp32 rounding of the
+// cpu backend at the batches' own sizes; a training step allocates nothing after the first (after the captures,
+// where the backend captures); bad configs, bad data and a NaN loss each end `bertperf train` with one line and a
+// non-zero exit.
 #include <gtest/gtest.h>
 
 #include <sys/wait.h>
@@ -12,6 +16,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <memory>
 #include <new>
 #include <sstream>
 
@@ -77,6 +82,16 @@ Command run_bertperf(const std::string& args, const fs::path& dir) {
 
 size_t count_lines(const std::string& s) { return std::count(s.begin(), s.end(), '\n'); }
 
+// Backend blocks: the cpu backend at the batches' own sizes and at their full capacity (the shapes of a backend
+// that captures), and cpu-async, the cpu backend's work queued on a worker thread, also with random delays of up to
+// 300 us before each piece of work (widening the windows in which a missing wait would show).
+const char* const kCpu = R"({"name": "cpu", "threads": 1})";
+const char* const kCpuStatic = R"({"name": "cpu", "threads": 1, "static_shapes": true})";
+const char* const kCpuAsync = R"({"name": "cpu-async", "threads": 1})";
+const char* const kCpuAsyncDelayed = R"({"name": "cpu-async", "threads": 1, "delay_us": 300, "delay_seed": 5})";
+
+BackendSpec block(const char* json) { return parse_backend_spec(Json::parse(json), "test"); }
+
 TEST(Training, LossFallsAndAccuracyRisesOnLearnableData) {
   const auto run = testing::write_synthetic_run(scratch("learn"));
   const TrainConfig config = load_train_config(run.config_path);
@@ -100,6 +115,17 @@ TEST(Training, TwentyStepTrajectoryIsBitIdenticalInOneProcess) {
   ASSERT_EQ(a.size(), 20u);
   for (int i = 0; i < 20; ++i) EXPECT_EQ(std::memcmp(&a[i], &b[i], sizeof(double)), 0) << "step " << i;
   EXPECT_NE(a, c) << "a different seed must give a different run";
+  // cpu-async runs the cpu backend's ops (captured and replayed after the first steps, with random delays) at full
+  // capacity: the cpu backend's bits at those shapes.
+  TrainConfig at_capacity = config, async = config;
+  at_capacity.backend = block(kCpuStatic);
+  async.backend = block(kCpuAsyncDelayed);
+  const auto s = losses(at_capacity, 42, 20), d = losses(async, 42, 20);
+  ASSERT_EQ(d.size(), 20u);
+  for (int i = 0; i < 20; ++i) {
+    EXPECT_EQ(std::memcmp(&s[i], &d[i], sizeof(double)), 0) << "cpu-async, step " << i;
+    EXPECT_NEAR(s[i], a[i], 1e-6 * a[i]) << "full capacity, step " << i;
+  }
   fs::remove_all(run.dir);
 }
 
@@ -121,6 +147,45 @@ TEST(Training, TwentyStepTrajectoryIsIdenticalAcrossProcesses) {
     EXPECT_NE(line.find(expected), std::string::npos) << line << " vs " << expected;
   }
   fs::remove_all(run.dir);
+}
+
+// `bertperf train` with eval and a checkpoint prints the same lines on cpu-async as on the cpu backend at the same
+// shapes, with and without random delays, and saves the same parameters, bit for bit; the cpu backend at the
+// batches' own sizes rounds its products over tokens differently, within fp32 rounding.
+TEST(Training, CpuAsyncTrainsAndEvaluatesAsTheCpuBackendBitForBit) {
+  const fs::path dir = scratch("async");
+  struct Run {
+    const char* name;
+    const char* backend;
+    Command command = {};
+    std::unique_ptr<FlatTensors> params = {};
+  };
+  Run runs[] = {{"cpu-static", kCpuStatic}, {"cpu-async", kCpuAsync}, {"delayed", kCpuAsyncDelayed}, {"cpu", kCpu}};
+  std::unique_ptr<TensorTable> table;
+  for (Run& r : runs) {
+    const auto run =
+        testing::write_synthetic_run(dir / r.name, {{"backend", nlohmann::ordered_json::parse(r.backend)}});
+    const std::string checkpoint = (dir / r.name / "params.h5").string();
+    r.command = run_bertperf("train --config " + run.config_path + " --seed 42 --steps 12 --eval --save " + checkpoint,
+                             run.dir);
+    ASSERT_EQ(r.command.status, 0) << r.name << ": " << r.command.err;
+    if (!table) table = std::make_unique<TensorTable>(bert_parameter_table(load_train_config(run.config_path).model));
+    r.params = std::make_unique<FlatTensors>(*table);
+    load_checkpoint(*r.params, checkpoint);
+  }
+  const Run& want = runs[0];
+  EXPECT_EQ(count_lines(want.command.out), 13u) << want.command.out;
+  EXPECT_NE(want.command.out.find("eval samples 64 mlm_accuracy"), std::string::npos) << want.command.out;
+  for (const Run* r : {&runs[1], &runs[2]}) {
+    EXPECT_EQ(r->command.out, want.command.out) << r->name;
+    EXPECT_EQ(std::memcmp(r->params->data(), want.params->data(), want.params->size() * sizeof(float)), 0)
+        << r->name << ": the checkpoints differ";
+  }
+  double worst = 0;
+  for (size_t i = 0; i < want.params->size(); ++i)
+    worst = std::max(worst, std::fabs(double(runs[3].params->data()[i]) - want.params->data()[i]));
+  EXPECT_LT(worst, 1e-5) << "the cpu backend at the batches' own sizes";
+  fs::remove_all(dir);
 }
 
 // The first training batch of a config's data, as the trainer reads it with seed 0.
@@ -150,21 +215,29 @@ struct StepParts {
   }
 };
 
+// On cpu-async the step is captured at its second and third runs (one graph per staging set), and replayed after:
+// queuing and replaying allocate nothing either.
 TEST(Training, StepAllocatesNothingAfterTheFirst) {
   const auto run = testing::write_synthetic_run(scratch("alloc"));
-  const TrainConfig config = load_train_config(run.config_path);
+  TrainConfig config = load_train_config(run.config_path);
   const Batch batch = first_batch(config);
-  for (const ClipMode clip : {ClipMode::PER_MICRO_BATCH, ClipMode::AFTER_REDUCTION}) {
-    // Two micro-batches, so the accumulation path runs too.
-    StepParts parts(config, batch.capacity, 2, clip);
-    TrainStep& step = parts.stack.step();
-    const std::vector<const Batch*> micro = {&batch, &batch};
-    step.run(micro, 0);
-    g_allocations = 0;
-    g_count_allocations = true;
-    for (int64_t i = 1; i < 4; ++i) step.run(micro, i);
-    g_count_allocations = false;
-    EXPECT_EQ(g_allocations.load(), 0) << (clip == ClipMode::PER_MICRO_BATCH ? "per micro-batch" : "after reduction");
+  for (const char* backend : {kCpu, kCpuAsync}) {
+    config.backend = block(backend);
+    for (const ClipMode clip : {ClipMode::PER_MICRO_BATCH, ClipMode::AFTER_REDUCTION}) {
+      // Two micro-batches, so the accumulation path runs too.
+      StepParts parts(config, batch.capacity, 2, clip);
+      TrainStep& step = parts.stack.step();
+      const std::vector<const Batch*> micro = {&batch, &batch};
+      const int64_t warm = parts.stack.backend().capabilities().capture ? 3 : 1;
+      for (int64_t i = 0; i < warm; ++i) step.run(micro, i);
+      EXPECT_EQ(step.captured(), parts.stack.backend().capabilities().capture) << backend;
+      g_allocations = 0;
+      g_count_allocations = true;
+      for (int64_t i = warm; i < warm + 3; ++i) step.run(micro, i);
+      g_count_allocations = false;
+      EXPECT_EQ(g_allocations.load(), 0)
+          << backend << ", " << (clip == ClipMode::PER_MICRO_BATCH ? "per micro-batch" : "after reduction");
+    }
   }
   fs::remove_all(run.dir);
 }

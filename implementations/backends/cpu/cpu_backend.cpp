@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "backends/cpu/cpu_ops.h"
+#include "backends/scratch_buffer.h"
 #include "core/buffer.h"
 #include "core/errors.h"
 
@@ -45,17 +46,34 @@ std::string openblas_version() {
   return header.substr(0, header.find(' '));
 }
 
+// Aligned host memory, zero-filled; freed at once (nothing runs after the call that issued it).
+void* host_allocate(size_t bytes) {
+  const size_t rounded = align_up(bytes == 0 ? 1 : bytes);
+  void* p = std::aligned_alloc(kAlignment, rounded);
+  if (!p) throw_input("cpu backend", cat("cannot allocate ", bytes, " bytes of memory"));
+  std::memset(p, 0, rounded);
+  return p;
+}
+
+struct HostAllocator {
+  void* allocate(size_t bytes) const { return host_allocate(bytes); }
+  void release(void* p) const noexcept { std::free(p); }
+};
+
 template <typename T>
-class CpuBackend final : public Backend {
+class CpuBackend final : public CpuOpsBackend {
  public:
   static constexpr DType kType = std::is_same_v<T, float> ? DType::F32 : DType::F64;
 
-  explicit CpuBackend(int threads) : threads_(set_cpu_threads(threads)) {}
+  CpuBackend(int threads, bool static_shapes) : threads_(set_cpu_threads(threads)) {
+    caps_.static_shapes = static_shapes;
+  }
+  int threads() const override { return threads_; }
 
   std::string name() const override { return kType == DType::F32 ? "cpu" : "cpu-f64"; }
   std::string describe() const override {
     return cat(name(), ": ", kType == DType::F32 ? "fp32" : "fp64", " activations, weights and master weights; ", threads_,
-               " OpenMP threads; ", openblas_get_config());
+               " OpenMP threads; ", caps_.static_shapes ? "batches at full capacity; " : "", openblas_get_config());
   }
   std::vector<std::pair<std::string, std::string>> library_versions() const override {
     return {{"OpenBLAS", openblas_version()}};
@@ -64,22 +82,13 @@ class CpuBackend final : public Backend {
   DType weight_dtype() const override { return kType; }
   DType master_dtype() const override { return kType; }
   // Synchronous: every call has done its work when it returns (events are already passed when recorded).
-  const Capabilities& capabilities() const override {
-    static const Capabilities caps{};
-    return caps;
-  }
+  const Capabilities& capabilities() const override { return caps_; }
   std::unique_ptr<Event> make_event() override { return std::make_unique<Event>(); }
   void record(Event&) override {}
   void wait(Event&) override {}
   void host_wait(Event&) override {}
 
-  void* allocate(size_t bytes, MemoryKind) override {
-    const size_t rounded = align_up(bytes == 0 ? 1 : bytes);
-    void* p = std::aligned_alloc(kAlignment, rounded);
-    if (!p) throw_input("cpu backend", cat("cannot allocate ", bytes, " bytes of memory"));
-    std::memset(p, 0, rounded);
-    return p;
-  }
+  void* allocate(size_t bytes, MemoryKind) override { return host_allocate(bytes); }
   void deallocate(void* p, MemoryKind) noexcept override { std::free(p); }
   void upload(void* dst, const void* src, size_t bytes) override { copy(dst, src, bytes); }
   void download(void* dst, const void* src, size_t bytes) override { copy(dst, src, bytes); }
@@ -124,14 +133,21 @@ class CpuBackend final : public Backend {
   void attention_backward(const ops::AttentionBackward& p) override { cpu::attention_backward<T>(p); }
   void gather_forward(const ops::GatherForward& p) override { cpu::gather_forward<T>(p); }
   void gather_backward(const ops::GatherBackward& p) override { cpu::gather_backward<T>(p); }
-  void cross_entropy_forward(const ops::CrossEntropyForward& p) override {
-    cpu::cross_entropy_forward<T>(p, scratch_);
+  void cross_entropy_forward(const ops::CrossEntropyForward& p) override { cross_entropy_forward(p, partials(p)); }
+  void cross_entropy_forward(const ops::CrossEntropyForward& p, std::span<double> scratch) override {
+    cpu::cross_entropy_forward<T>(p, scratch);
   }
   void cross_entropy_backward(const ops::CrossEntropyBackward& p) override { cpu::cross_entropy_backward<T>(p); }
-  void gradient_clip(const ops::GradientClip& p) override { cpu::gradient_clip<T>(p, scratch_); }
+  void gradient_clip(const ops::GradientClip& p) override { gradient_clip(p, partials(p)); }
+  void gradient_clip(const ops::GradientClip& p, std::span<double> scratch) override {
+    cpu::gradient_clip<T>(p, scratch);
+  }
   void gradient_clip_finish(const ops::GradientClipFinish& p) override { cpu::gradient_clip_finish(p); }
   void gradient_accumulate(const ops::GradientAccumulate& p) override { cpu::gradient_accumulate<T>(p); }
-  void lamb_moments(const ops::LambMoments& p) override { cpu::lamb_moments<T>(p, scratch_); }
+  void lamb_moments(const ops::LambMoments& p) override { lamb_moments(p, partials(p)); }
+  void lamb_moments(const ops::LambMoments& p, std::span<double> scratch) override {
+    cpu::lamb_moments<T>(p, scratch);
+  }
   void lamb_apply(const ops::LambApply& p) override { cpu::lamb_apply<T>(p); }
 
  private:
@@ -141,17 +157,27 @@ class CpuBackend final : public Backend {
     for (size_t i = 0; i < n; ++i) dst[i] = static_cast<D>(src[i]);
   }
 
+  // The backend's own buffer for an op's partial sums.
+  template <typename Op>
+  std::span<double> partials(const Op& p) {
+    const size_t n = cpu::scratch_doubles(p);
+    return {scratch_.as<double>(n), n};
+  }
+
   int threads_;
-  // Per-row and per-chunk partial sums of the ops that reduce in order; grown only when a larger call comes.
-  std::vector<double> scratch_;
+  Capabilities caps_;
+  // Per-row and per-chunk partial sums of the ops that reduce in order; grown only when a larger call comes (a
+  // synchronous backend captures nothing, so the outgrown buffer goes at once).
+  CaptureState never_captured_;
+  ScratchBuffer<HostAllocator> scratch_{{}, never_captured_, "cpu backend's partial-sum"};
 };
 
 }  // namespace
 
-std::unique_ptr<Backend> make_cpu_backend(DType dtype, int threads) {
+std::unique_ptr<CpuOpsBackend> make_cpu_backend(DType dtype, int threads, bool static_shapes) {
   switch (dtype) {
-    case DType::F32: return std::make_unique<CpuBackend<float>>(threads);
-    case DType::F64: return std::make_unique<CpuBackend<double>>(threads);
+    case DType::F32: return std::make_unique<CpuBackend<float>>(threads, static_shapes);
+    case DType::F64: return std::make_unique<CpuBackend<double>>(threads, static_shapes);
     case DType::BF16: break;
   }
   BERT_CHECK(false, "the CPU backend runs in fp32 or fp64, not bf16");
