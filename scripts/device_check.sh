@@ -12,7 +12,8 @@
 #                              where cuDNN is older than 9.25 and the attention runs on this backend's kernel)
 #    5  determinism            two runs from one seed bit-identical; captured steps equal to eager ones
 #    6  conformance_kernel     the attention on this backend's kernel (the backend option "attention": "kernel")
-#    7  (reserved)             eval over distinct batches against the same eval with synchronous uploads
+#    7  eval_async             a session's eval over distinct batches (two staging buffers taking turns, uploads
+#                              reading pinned memory when they run) against the same eval with blocking uploads
 #    8  sanitizer_memcheck, sanitizer_racecheck   compute-sanitizer on a few training steps with no CPU comparison;
 #                              "ERROR SUMMARY" tells a sanitizer finding from a failing test
 #    9  conformance_cudnn_forced   only where the runtime cuDNN is older than 9.25 (AUTO then keeps the attention off
@@ -287,7 +288,7 @@ fi
 
 # ---- 3. one step against the CPU ----
 if [ -x "$bin/test_gpu_step" ]; then
-  gtest step 60 "$bin/test_gpu_step" --gtest_filter=GpuStep.ForwardBackwardMatchesTheCpuBackend
+  gtest step 60 "$bin/test_gpu_step" --gtest_filter='*GpuStep.ForwardBackwardMatchesTheCpuBackend/cuda'
 fi
 
 # ---- 4. benchmark: BERT-large, MLPerf phase-2 shapes, side by side ----
@@ -322,7 +323,7 @@ fi
 # ---- 5. determinism and the captured step ----
 if [ -x "$bin/test_gpu_step" ]; then
   gtest determinism 60 "$bin/test_gpu_step" \
-    --gtest_filter='GpuStep.TwoRunsFromOneSeedAreBitIdentical:GpuStep.CapturedStepsEqualEagerSteps'
+    --gtest_filter='*GpuStep.TwoRunsFromOneSeedAreBitIdentical/cuda:*GpuStep.CapturedStepsEqualEagerSteps/cuda'
 fi
 
 # ---- 6. the attention on this backend's own kernel ----
@@ -331,14 +332,15 @@ if [ -x "$bin/test_backend_ops" ]; then
     --gtest_filter='*AttentionForwardAndBackward/cuda_attention_kernel:*DropoutMasks*/cuda_attention_kernel'
 fi
 
-# ---- 7. (reserved) eval over distinct batches against the same eval with synchronous uploads ----
-# The next check goes here: an eval over several distinct batches, its accuracy and loss against the same eval with
-# every upload synchronous, recorded as "eval_async".
+# ---- 7. eval over distinct batches against the same eval with blocking uploads ----
+if [ -x "$bin/test_gpu_step" ]; then
+  gtest eval_async 45 "$bin/test_gpu_step" --gtest_filter='*GpuStep.EvalOverDistinctBatchesEqualsTheEvalWithBlockingUploads/cuda'
+fi
 
 # ---- 8. compute-sanitizer, on steps without CPU tolerance assertions (last of the required: the slowest) ----
 if command -v compute-sanitizer >/dev/null && [ $gpu -eq 1 ] && [ -x "$bin/test_gpu_step" ]; then
   for tool in memcheck racecheck; do
-    sanitize "$tool" 75 "$bin/test_gpu_step" --gtest_filter=GpuStep.StepsRunForTheSanitizers
+    sanitize "$tool" 75 "$bin/test_gpu_step" --gtest_filter='*GpuStep.StepsRunForTheSanitizers/cuda'
   done
 else
   record sanitizer skipped "no compute-sanitizer or no GPU here"

@@ -9,11 +9,14 @@
 #   netns_hosts.sh up N [RATE DELAY]        create hosts 1..N (RATE like 1gbit, DELAY like 0.5ms; none: unshaped)
 #   netns_hosts.sh shape RATE DELAY         reshape every host's link ("none none": unshaped)
 #   netns_hosts.sh mpirun N PER_HOST CMD... run CMD as N x PER_HOST ranks (extra mpirun options in MPIRUN_ARGS)
-#   netns_hosts.sh down                     remove the hosts and the bridge
+#   netns_hosts.sh run I CMD...             run CMD on host I (a daemon of its own: slurmd)
+#   netns_hosts.sh kill I                   kill every process on host I, as a host that fails takes them down
+#   netns_hosts.sh down                     kill what runs on the hosts, remove them and the bridge
 #   netns_hosts.sh check                    exit 0 when this machine allows network namespaces, else say why
 #
 # NETNS_PREFIX (default "bp") names the namespaces (PREFIX-h1 ...) and the bridge (PREFIX-br), and NETNS_SUBNET
-# (default 10.231.7) their /24, so two sets can live side by side.
+# (default 10.231.7) their /24, so two sets can live side by side. Host I is SUBNET.I; the machine itself is
+# SUBNET.254 on the bridge, so a daemon outside the hosts (a Slurm controller) reaches them all.
 set -euo pipefail
 
 PREFIX=${NETNS_PREFIX:-bp}
@@ -50,6 +53,7 @@ case "${1:-}" in
     command -v ip >/dev/null || { echo "iproute2 (ip) is not installed"; exit 1; }
     command -v tc >/dev/null || { echo "tc is not installed"; exit 1; }
     command -v unshare >/dev/null || { echo "unshare is not installed"; exit 1; }
+    command -v nsenter >/dev/null || { echo "nsenter is not installed"; exit 1; }
     probe="${PREFIX}-probe$$"
     if ! err=$(ip netns add "$probe" 2>&1); then echo "ip netns is not permitted here: $err"; exit 1; fi
     if ! err=$(ip netns exec "$probe" unshare --uts true 2>&1); then
@@ -61,6 +65,7 @@ case "${1:-}" in
     n=${2:?usage: up N [RATE DELAY]}
     "$SELF" down >/dev/null 2>&1 || true
     ip link add "$BRIDGE" type bridge
+    ip addr add "$(addr_of 254)/24" dev "$BRIDGE"
     ip link set "$BRIDGE" up
     for i in $(seq 1 "$n"); do
       ns=$(ns_of "$i")
@@ -82,8 +87,19 @@ case "${1:-}" in
       echo "netns_hosts: this kernel has no netem: links shaped to $2 by tbf, no delay added (asked $3)" >&2
     fi
     ;;
+  run)
+    # In the host's network namespace under its own host name, with the machine's mounts (`ip netns exec` would
+    # remount /sys, hiding the cgroup tree slurmd reads).
+    i=${2:?usage: run I CMD...}; shift 2
+    ns=$(ns_of "$i")
+    exec nsenter --net="/run/netns/$ns" unshare --uts /bin/sh -c 'hostname "$0" && exec "$@"' "$ns" "$@"
+    ;;
+  kill)
+    ip netns pids "$(ns_of "${2:?usage: kill I}")" | xargs -r kill -9
+    ;;
   down)
     for i in $(hosts); do
+      ip netns pids "$(ns_of "$i")" | xargs -r kill -9 2>/dev/null || true
       ip netns del "$(ns_of "$i")" || true
       ip link del "${PREFIX}-v$i" 2>/dev/null || true
     done
@@ -111,7 +127,7 @@ case "${1:-}" in
       -x NETNS_PREFIX="$PREFIX" -x NETNS_SUBNET="$SUBNET" ${MPIRUN_ARGS:-} "$@"
     ;;
   *)
-    sed -n '2,16p' "$SELF" | sed 's/^# \{0,1\}//'
+    sed -n '2,19p' "$SELF" | sed 's/^# \{0,1\}//'
     exit 2
     ;;
 esac

@@ -1,6 +1,7 @@
 // The backend registry (registry.h) and the typed copies of backend.h.
 #include "backends/registry.h"
 
+#include "backends/cpu/cpu_async.h"
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/cpu_bf16_options.h"
 #include "backends/cpu/cpu_options.h"
@@ -54,7 +55,7 @@ const std::vector<Entry>& entries() {
     auto cpu = [](DType type) {
       return [type](JsonFields& f) {
         const CpuOptions o = CpuOptions::read(f);
-        return [type, o](const Placement&) { return make_cpu_backend(type, o.threads); };
+        return [type, o](const Placement&) { return make_cpu_backend(type, o.threads, o.static_shapes); };
       };
     };
     e.push_back({{"cpu", "fp32 on the CPU (OpenBLAS, OpenMP)", DType::F32, DType::F32, DType::F32, true, true},
@@ -82,8 +83,8 @@ const std::vector<Entry>& entries() {
                      return make_cuda_backend(o, placement.local_rank);
 #else
                      (void)placement;
-                     throw_input("backend", "this build has no CUDA backend (build on a machine with the CUDA "
-                                            "toolkit)");
+                     throw_input("backend \"cuda\"", "this build has no CUDA backend (build on a machine with the CUDA "
+                                                   "toolkit)");
 #endif
                    };
                  },
@@ -93,6 +94,12 @@ const std::vector<Entry>& entries() {
 #else
                    return false;
 #endif
+                 }});
+    e.push_back({{"cpu-async", "fp32 on the CPU with a GPU's asynchrony: the cpu backend's work queued on a thread",
+                  DType::F32, DType::F32, DType::F32, true, true},
+                 [](JsonFields& f) {
+                   const CpuAsyncOptions o = CpuAsyncOptions::read(f);
+                   return [o](const Placement&) { return make_cpu_async_backend(o); };
                  }});
     return e;
   }();

@@ -9,16 +9,11 @@
 #include <chrono>
 #include <cstdio>
 #include <iostream>
-#include <random>
 
 #include "cli/args.h"
 #include "backends/registry.h"
-#include "comm/reducer.h"
 #include "harness/train_config.h"
-#include "harness/train_step.h"
-#include "model/bert.h"
-#include "model/param_buffers.h"
-#include "optim/lamb.h"
+#include "harness/train_stack.h"
 
 namespace bertperf::cli {
 
@@ -59,64 +54,17 @@ const std::vector<std::vector<int>> kPhase2Rows = {{508}, {300, 208}, {380, 128}
 int phase2_predictions(int length) { return std::min(76, int(0.15 * length + 0.5)); }
 
 Batch packed_batch(int B, int V, uint32_t seed) {
-  constexpr int S = 512;
-  std::mt19937 rng(seed);
-  Batch b;
-  b.capacity = {B * S, B * 3, B * 76, S};
+  std::vector<std::vector<SequenceShape>> rows;
   for (int r = 0; r < B; ++r) {
-    for (int len : kPhase2Rows[r % kPhase2Rows.size()]) {
-      const int first = b.tokens;
-      b.cu_seqlens.push_back(first);
-      for (int t = 0; t < len; ++t) {
-        b.input_ids.push_back(5 + int(rng() % (V - 5)));
-        b.segment_ids.push_back(t >= len / 2);
-        b.position_ids.push_back(t);
-      }
-      std::vector<int> slots(len - 1);
-      for (int t = 0; t < len - 1; ++t) slots[t] = first + t + 1;
-      std::shuffle(slots.begin(), slots.end(), rng);
-      slots.resize(phase2_predictions(len));
-      std::sort(slots.begin(), slots.end());
-      for (int pos : slots) {
-        b.mlm_positions.push_back(pos);
-        b.mlm_labels.push_back(5 + int(rng() % (V - 5)));
-        b.mlm_weights.push_back(1.0f);
-      }
-      b.nsp_labels.push_back(int(rng() % 2));
-      b.tokens += len;
-      b.sequences += 1;
-    }
+    rows.emplace_back();
+    for (int len : kPhase2Rows[r % kPhase2Rows.size()]) rows.back().push_back({len, phase2_predictions(len)});
   }
-  fill_to_capacity(b);
-  return b;
+  return random_batch({B * 512, B * 3, B * 76, 512}, rows, V, seed);
 }
 
-// A batch of B full-length sequences of S tokens with P masked-LM predictions each, in the reader's compacted
-// form (data/batch.h).
-Batch random_batch(int B, int S, int P, int V, uint32_t seed) {
-  std::mt19937 rng(seed);
-  Batch b;
-  b.capacity = {B * S, B, B * P, S};
-  b.tokens = B * S, b.sequences = B, b.predictions = B * P;
-  for (int r = 0; r < B; ++r) {
-    b.cu_seqlens.push_back(r * S);
-    for (int s = 0; s < S; ++s) {
-      b.input_ids.push_back(5 + int(rng() % (V - 5)));
-      b.segment_ids.push_back(s >= S / 2);
-      b.position_ids.push_back(s);
-    }
-    std::vector<int> slots(S - 1);
-    for (int s = 0; s < S - 1; ++s) slots[s] = s + 1;
-    std::shuffle(slots.begin(), slots.end(), rng);
-    for (int p = 0; p < P; ++p) {
-      b.mlm_positions.push_back(r * S + slots[p]);
-      b.mlm_labels.push_back(5 + int(rng() % (V - 5)));
-      b.mlm_weights.push_back(1.0f);
-    }
-    b.nsp_labels.push_back(int(rng() % 2));
-  }
-  b.cu_seqlens.push_back(B * S);
-  return b;
+// A batch of B full-length sequences of S tokens with P masked-LM predictions each.
+Batch full_batch(int B, int S, int P, int V, uint32_t seed) {
+  return random_batch({B * S, B, B * P, S}, std::vector<std::vector<SequenceShape>>(B, {{S, P}}), V, seed);
 }
 
 }  // namespace
@@ -192,32 +140,24 @@ int cmd_bench_step(const Args& args, DistContext& dist) {
   const BackendSpec backend_options = parse_backend_spec(block, "command line: backend");
   if (packed && (S != 512 || config.max_position_embeddings < 512))
     throw_input("command line", "--packed takes MLPerf phase-2 rows of 512 tokens: give --seq-len 512 (or none)");
-  const std::unique_ptr<Backend> backend = make_backend(backend_options, {.local_rank = dist.local_rank()});
-
-  const TensorTable table = bert_parameter_table(config);
-  FlatTensors host(table);
-  bert_init_parameters(host, config, 1);
-  ParamBuffers params(*backend, table);
-  params.upload(host);
-  LambHyperparams hp;
-  hp.learning_rate = 1e-4;
-  hp.train_steps = 1000000;
-  const std::unique_ptr<GradReducer> reducer =
-      make_grad_reducer(*backend, backend->master_dtype(), dist, reduction, table.total_elements(),
-                        FlatChunks::starts(table));
-  const FlatRange part = reducer->part(table.total_elements());
-  Lamb lamb(*backend, table, hp, part.begin, part.end);
   // Two batches in turn, the next staged while a step runs (as a training run does).
-  const Batch batches[2] = {packed ? packed_batch(B, config.vocab_size, 1) : random_batch(B, S, P, config.vocab_size, 1),
-                            packed ? packed_batch(B, config.vocab_size, 2) : random_batch(B, S, P, config.vocab_size, 2)};
+  const Batch batches[2] = {packed ? packed_batch(B, config.vocab_size, 1) : full_batch(B, S, P, config.vocab_size, 1),
+                            packed ? packed_batch(B, config.vocab_size, 2) : full_batch(B, S, P, config.vocab_size, 2)};
   const Batch& batch = batches[0];
   if (packed) P = batch.capacity.predictions / B;
-  BertModel model(*backend, config, table, batch.capacity);
-  TrainStep train_step(*backend, model, params, lamb, *reducer,
-                       {.ranks = dist.size(), .rank = dist.rank(), .seed = 1,
-                        .clip = clip_after_reduction ? ClipMode::AFTER_REDUCTION : ClipMode::PER_MICRO_BATCH,
-                        .capture = backend_options.capture},
-                       batch.capacity);
+  TrainStackSpec spec;
+  spec.model = config;
+  spec.backend = backend_options;
+  spec.lamb.learning_rate = 1e-4;
+  spec.lamb.train_steps = 1000000;
+  spec.reduction = reduction;
+  spec.clip = clip_after_reduction ? ClipMode::AFTER_REDUCTION : ClipMode::PER_MICRO_BATCH;
+  spec.seed = spec.init_seed = 1;
+  spec.train_capacity = batch.capacity;
+  TrainStack stack(spec, dist);
+  Backend& backend = stack.backend();
+  const TensorTable& table = stack.table();
+  TrainStep& train_step = stack.step();
   const std::vector<const Batch*> micro[2] = {{&batches[0]}, {&batches[1]}};
   int64_t step_index = 0;
   auto step = [&] {
@@ -238,29 +178,29 @@ int cmd_bench_step(const Args& args, DistContext& dist) {
   auto line = [&](std::string extra, const Repeat& r) {
     if (!dist.is_root()) return;  // under mpirun: rank 0 speaks for the job (its step waits for every rank's)
     if (dist.size() > 1)
-      extra = cat("\"ranks\": ", dist.size(), ", \"reduction\": \"", reducer->describe(), "\", \"lamb_state_mib\": ",
-                  lamb.state_bytes() / 1048576.0, ", ", extra);
+      extra = cat("\"ranks\": ", dist.size(), ", \"reduction\": \"", stack.reducer().describe(),
+                  "\", \"lamb_state_mib\": ", stack.lamb().state_bytes() / 1048576.0, ", ", extra);
     rusage usage{};
     getrusage(RUSAGE_SELF, &usage);
     std::printf(
         "{\"bench\": \"bertperf_step\", \"model\": \"%s\", \"backend\": \"%s\", \"batch\": %d, \"seq_len\": %d, "
         "\"predictions\": %d, \"threads\": %d, \"params\": %zu, %s\"step_s\": %.5f, \"seqs_per_s\": %.3f, \"gflops\": %.1f, "
         "\"gemm_share\": %.3f, \"gemm_gflops\": %.1f, \"arena_mib\": %.1f, \"peak_rss_mib\": %.1f}\n",
-        model_name.c_str(), backend->name().c_str(), B, S, P, backend_options.options.value("threads", 0), param_count,
+        model_name.c_str(), backend.name().c_str(), B, S, P, backend_options.options.value("threads", 0), param_count,
         extra.c_str(), r.step_s, sequences / r.step_s,
         flops / r.step_s * 1e-9, r.gemm_s / r.step_s, r.gemm_s > 0 ? r.gemm_flops / r.gemm_s * 1e-9 : 0.0,
-        model.arena_bytes() / 1048576.0, usage.ru_maxrss / 1024.0);
+        stack.model().arena_bytes() / 1048576.0, usage.ru_maxrss / 1024.0);
     std::fflush(stdout);
   };
   Backend::GemmProfile none;
-  Backend::GemmProfile& gemm = backend->gemm_profile() ? *backend->gemm_profile() : none;
+  Backend::GemmProfile& gemm = backend.gemm_profile() ? *backend.gemm_profile() : none;
   gemm.enabled = true;
   Repeat best{1e300, 0, 0};
   for (int r = 0; r < repeats; ++r) {
     gemm.seconds = gemm.flops = 0;
     const auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < steps; ++i) step();
-    backend->synchronize();
+    backend.synchronize();
     const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / steps;
     const Repeat this_repeat{dt, gemm.seconds / steps, gemm.flops / steps};
     if (dt < best.step_s) best = this_repeat;

@@ -431,7 +431,7 @@ int cmd_run_once(const Args& args, DistContext& world) {
   return result.success ? 0 : kExitAborted;
 }
 
-int cmd_run(const Args& args, DistContext&) {
+int cmd_run(const Args& args, DistContext& world) {
   const Options opts(args, {"config", "out", "runs", "system-file", "mpirun", "mpirun-args"},
                      {"resume", "no-progress", "help", "srun"});
   if (opts.flag("help")) {
@@ -480,7 +480,7 @@ int cmd_run(const Args& args, DistContext&) {
   std::vector<std::string> launcher;
   if (opts.flag("srun")) {
     if (opts.get("mpirun")) throw_input("command line", "--srun and --mpirun exclude each other");
-    if (!std::getenv("SLURM_JOB_ID"))
+    if (!world.launch().slurm_allocation)
       throw_input("command line", "--srun needs a Slurm allocation (SLURM_JOB_ID is not set): use sbatch or salloc");
     launcher = {"srun", cat("--ntasks=", config.ranks), "--kill-on-bad-exit=1"};
     for (auto& a : split_spaces(opts.get("mpirun-args").value_or(""))) launcher.push_back(a);

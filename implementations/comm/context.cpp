@@ -8,12 +8,12 @@
 #include <cerrno>  // program_invocation_short_name
 #include <chrono>
 #include <climits>
+#include <condition_variable>
 #include <cstdlib>
 #include <exception>
 #include <iostream>
 #include <mutex>
 #include <new>
-#include <optional>
 #include <thread>
 
 #include "core/errors.h"
@@ -26,79 +26,9 @@ namespace bertperf {
 
 namespace {
 
-// What the environment says about a launcher: whether one started us, and how many tasks (0: it does not say).
-struct Launch {
-  bool launched = false;
-  int tasks = 0;
-  bool several = false;  // more than one task
-  std::string source;    // the variable that says so
-};
-
-Launch launch_from_env() {
-  Launch l;
-  // Counts first, in the order a nested launch would set them (mpirun inside an srun step: mpirun's count wins).
-  for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_STEP_NUM_TASKS"}) {
-    const char* value = std::getenv(var);
-    if (!value) continue;
-    l.launched = true;
-    char* end = nullptr;
-    const long n = std::strtol(value, &end, 10);
-    if (end == value || *end != '\0' || n < 1 || n > INT_MAX)
-      throw_input(var, cat("'", value, "' is not a number of tasks"));
-    l.tasks = static_cast<int>(n);
-    l.several = n > 1;
-    l.source = cat(var, "=", value);
-    return l;
-  }
-  // PMIx alone gives no count here, but any rank past 0 means several tasks.
-  const char* pmix_rank = std::getenv("PMIX_RANK");
-  l.launched = pmix_rank != nullptr;
-  l.several = l.launched && std::string(pmix_rank) != "0";
-  l.source = l.launched ? cat("PMIX_RANK=", pmix_rank) : "";
-  return l;
-}
-
-// An integer from the environment, or nullopt when the variable is not set.
-std::optional<int> env_int(const char* var) {
-  const char* value = std::getenv(var);
-  if (!value) return std::nullopt;
-  char* end = nullptr;
-  const long n = std::strtol(value, &end, 10);
-  if (end == value || *end != '\0' || n < 0 || n > INT_MAX) throw_input(var, cat("'", value, "' is not a count"));
-  return static_cast<int>(n);
-}
-
-// What the launcher says this process is (context.h): each field with the variable it came from.
-struct Said {
-  const char* var = nullptr;
-  std::optional<int> value;
-};
-struct Identity {
-  Said rank, local_rank, local_size, size, size2, node, nodes;
-};
-
-Identity identity_from_env() {
-  Identity id;
-  auto said = [](const char* var) { return Said{var, env_int(var)}; };
-  auto first = [&](const char* a, const char* b) { return std::getenv(a) ? said(a) : said(b); };
-  if (std::getenv("OMPI_COMM_WORLD_SIZE")) {  // mpirun, also when it runs inside a Slurm step
-    id.rank = said("OMPI_COMM_WORLD_RANK");
-    id.local_rank = said("OMPI_COMM_WORLD_LOCAL_RANK");
-    id.local_size = said("OMPI_COMM_WORLD_LOCAL_SIZE");
-  } else if (std::getenv("SLURM_STEP_NUM_TASKS")) {  // srun, whatever its PMI
-    id.rank = said("SLURM_PROCID");
-    id.local_rank = said("SLURM_LOCALID");
-    id.size = said("SLURM_STEP_NUM_TASKS");
-    id.size2 = said("SLURM_NTASKS");
-    id.node = said("SLURM_NODEID");
-    id.nodes = first("SLURM_STEP_NUM_NODES", "SLURM_NNODES");
-  }
-  return id;
-}
-
 #ifdef BERTPERF_HAVE_MPI
 // Throws when the launcher said something about `what` and it is not MPI's `value`.
-void agree(const Said& said, int value, const char* what) {
+void agree(const LaunchIdentity::Said& said, int value, const char* what) {
   if (said.value && *said.value != value)
     throw_input(said.var, cat("the launcher says ", what, " is ", *said.value, " but MPI says ", value,
                               ": the launcher and the MPI library disagree (under srun, try --mpi=pmix)"));
@@ -124,6 +54,17 @@ const char* thread_level_name(int level) {
 
 constexpr int kFailureTag = 7001;
 constexpr int kFailureBytes = 4096;  // a failure line is cut to this
+// Every node's first rank but rank 0's tells rank 0 it is there (context.h): 1 every kHeartbeat, 0 when it finishes.
+constexpr int kHeartbeatTag = 7002;
+constexpr std::chrono::seconds kHeartbeat{1};
+constexpr std::chrono::seconds kNodeSilence{10};  // a node not heard from for this long is gone
+constexpr int kHostBytes = 64;
+
+// A node's first rank as rank 0 knows it, for its watch over the nodes (the bytes MPI gathers).
+struct NodeLeader {
+  int rank = 0, node = 0;
+  char host[kHostBytes] = {};
+};
 
 template <typename T>
 void allreduce(T* data, size_t count, MPI_Datatype type) {
@@ -141,10 +82,12 @@ void allreduce(T* data, size_t count, MPI_Datatype type) {
 struct DistContext::Watcher {
 #ifdef BERTPERF_HAVE_MPI
   MPI_Comm comm = MPI_COMM_NULL;  // a duplicate of the world: failure messages never meet the job's own traffic
+  std::vector<NodeLeader> nodes;  // rank 0: the other nodes' first ranks, which it hears from
 #endif
-  std::thread thread;  // rank 0 only
+  std::thread thread;  // rank 0: watch(); the other nodes' first ranks: heartbeat()
   std::atomic<bool> stop{false};
   std::mutex mutex;
+  std::condition_variable wake;  // ends heartbeat()'s wait
   std::function<void(const std::string&)> hook;
 };
 
@@ -155,19 +98,19 @@ std::unique_ptr<DistContext> DistContext::single() {
 }
 
 std::unique_ptr<DistContext> DistContext::create() {
-  const Launch launch = launch_from_env();
-  [[maybe_unused]] const Identity said = launch.launched ? identity_from_env() : Identity{};
+  const LaunchIdentity launch = read_launch_identity();
   std::unique_ptr<DistContext> c = single();
-  if (!launch.launched) return c;
+  c->launch_ = launch;
+  if (!launch.launched()) return c;
 #ifndef BERTPERF_HAVE_MPI
   if (launch.several)
     throw_input("", cat("this process is one of several tasks (", launch.source,
                         ") but bertperf was built without MPI; install Open MPI and rebuild, or start a single process"));
   return c;
 #else
+  const LaunchIdentity& said = launch;
   // srun without an MPI plugin hands its tasks no PMIx or PMI contact, and MPI_Init would fail in many lines.
-  if (launch.several && launch.source.rfind("SLURM_STEP_NUM_TASKS", 0) == 0 && !std::getenv("PMIX_RANK") &&
-      !std::getenv("PMI_RANK") && !std::getenv("PMI_FD"))
+  if (launch.srun_without_pmi)
     throw_input("", cat("this process is one of several tasks (", launch.source,
                         ") but srun gave it no PMIx or PMI contact, so MPI cannot join the tasks: run srun --mpi=pmix"));
   int initialized = 0, provided = MPI_THREAD_SINGLE;
@@ -202,7 +145,6 @@ std::unique_ptr<DistContext> DistContext::create() {
     if (leaders != MPI_COMM_NULL) {
       MPI_CHECK(MPI_Comm_rank(leaders, &node[0]));
       MPI_CHECK(MPI_Comm_size(leaders, &node[1]));
-      MPI_CHECK(MPI_Comm_free(&leaders));
     }
     MPI_CHECK(MPI_Bcast(node, 2, MPI_INT, 0, local));
     // The launcher's node number, where it gives one, must be one value across the ranks sharing memory.
@@ -211,6 +153,10 @@ std::unique_ptr<DistContext> DistContext::create() {
     MPI_CHECK(MPI_Comm_free(&local));
     c->node_ = node[0];
     c->nodes_ = node[1];
+    int locals[2] = {-c->local_size_, c->local_size_};  // -fewest, most
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, locals, 2, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
+    c->fewest_local_ = -locals[0];
+    c->most_local_ = locals[1];
     agree(said.rank, c->rank_, "this process's rank");
     agree(said.size, c->size_, "the number of ranks");
     agree(said.size2, c->size_, "the number of ranks");
@@ -226,12 +172,27 @@ std::unique_ptr<DistContext> DistContext::create() {
                                        " node", c->nodes_ == 1 ? "" : "s"));
       c->node_ = *said.node.value;
     }
-    // Failures travel to rank 0 on their own communicator, watched by a thread: only with full thread support.
-    if (c->size_ > 1 && provided == MPI_THREAD_MULTIPLE) {
+    // Failures travel to rank 0 on their own communicator, watched by a thread, and every other node's first rank
+    // tells rank 0 that its node is there: only with full thread support.
+    const bool watched = c->size_ > 1 && provided == MPI_THREAD_MULTIPLE;
+    std::vector<NodeLeader> nodes;
+    if (watched && leaders != MPI_COMM_NULL) {
+      NodeLeader mine{c->rank_, c->node_, {}};
+      c->host_.copy(mine.host, kHostBytes - 1);
+      if (c->rank_ == 0) nodes.resize(static_cast<size_t>(c->nodes_));
+      MPI_CHECK(MPI_Gather(&mine, sizeof mine, MPI_BYTE, nodes.data(), sizeof mine, MPI_BYTE, 0, leaders));
+      if (!nodes.empty()) nodes.erase(nodes.begin());  // rank 0's own
+    }
+    if (leaders != MPI_COMM_NULL) MPI_CHECK(MPI_Comm_free(&leaders));
+    if (watched) {
       c->watcher_ = std::make_unique<Watcher>();
+      c->watcher_->nodes = std::move(nodes);
       MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &c->watcher_->comm));
       MPI_CHECK(MPI_Comm_set_errhandler(c->watcher_->comm, MPI_ERRORS_RETURN));
-      if (c->rank_ == 0) c->watcher_->thread = std::thread([d = c.get()] { d->watch(); });
+      if (c->rank_ == 0)
+        c->watcher_->thread = std::thread([d = c.get()] { d->watch(); });
+      else if (c->local_rank_ == 0)
+        c->watcher_->thread = std::thread([d = c.get()] { d->heartbeat(); });
     }
   } catch (...) {
     if (c->size_ > 1) report_failure(program_invocation_short_name, c.get());  // ends the job
@@ -244,37 +205,112 @@ std::unique_ptr<DistContext> DistContext::create() {
 void DistContext::watch() {
 #ifdef BERTPERF_HAVE_MPI
   Watcher& w = *watcher_;
+  // Ends the job from here, after the hook has had the line.
+  auto end_job = [&](const std::string& line, int code) {
+    {
+      std::lock_guard<std::mutex> lock(w.mutex);
+      try {
+        if (w.hook) w.hook(line);
+      } catch (...) {
+      }
+    }
+    std::cerr.flush();
+    MPI_Abort(MPI_COMM_WORLD, code > 0 && code < 10 ? code : 1);
+    std::_Exit(code);
+  };
   std::vector<char> text(kFailureBytes);
-  MPI_Request request = MPI_REQUEST_NULL;
-  if (MPI_Irecv(text.data(), kFailureBytes, MPI_CHAR, MPI_ANY_SOURCE, kFailureTag, w.comm, &request) != MPI_SUCCESS)
+  MPI_Request failure = MPI_REQUEST_NULL, beat = MPI_REQUEST_NULL;
+  if (MPI_Irecv(text.data(), kFailureBytes, MPI_CHAR, MPI_ANY_SOURCE, kFailureTag, w.comm, &failure) != MPI_SUCCESS)
     return;
+  // When each other node was last heard from; a node that said it finished is no longer watched.
+  using Clock = std::chrono::steady_clock;
+  std::vector<Clock::time_point> heard(w.nodes.size(), Clock::now());
+  std::vector<bool> finished(w.nodes.size(), false);
+  int alive = 0;
+  if (!w.nodes.empty() &&
+      MPI_Irecv(&alive, 1, MPI_INT, MPI_ANY_SOURCE, kHeartbeatTag, w.comm, &beat) != MPI_SUCCESS)
+    beat = MPI_REQUEST_NULL;
   // Polled, not blocked on: a blocking receive would spin a core for the whole run.
   while (!w.stop.load()) {
     int done = 0;
     MPI_Status status;
-    if (MPI_Test(&request, &done, &status) != MPI_SUCCESS) return;
+    if (MPI_Test(&failure, &done, &status) != MPI_SUCCESS) return;
     if (done) {
       int length = 0;
       MPI_Get_count(&status, MPI_CHAR, &length);
       // The message: the exit code's digit, then the failing rank's line.
       const std::string message(text.data(), static_cast<size_t>(std::max(0, length)));
       const int code = message.empty() ? 1 : message[0] - '0';
-      const std::string line = message.size() > 1 ? message.substr(1) : "a rank failed";
-      {
-        std::lock_guard<std::mutex> lock(w.mutex);
-        try {
-          if (w.hook) w.hook(line);
-        } catch (...) {
+      end_job(message.size() > 1 ? message.substr(1) : "a rank failed", code);
+    }
+    // Every heartbeat that has come (all of them, before any node is judged: this thread may have slept long).
+    while (beat != MPI_REQUEST_NULL) {
+      if (MPI_Test(&beat, &done, &status) != MPI_SUCCESS || !done) break;
+      for (size_t n = 0; n < w.nodes.size(); ++n)
+        if (w.nodes[n].rank == status.MPI_SOURCE) {
+          heard[n] = Clock::now();
+          finished[n] = finished[n] || alive == 0;
         }
-      }
-      std::cerr.flush();
-      MPI_Abort(MPI_COMM_WORLD, code > 0 && code < 10 ? code : 1);
-      std::_Exit(code);
+      if (MPI_Irecv(&alive, 1, MPI_INT, MPI_ANY_SOURCE, kHeartbeatTag, w.comm, &beat) != MPI_SUCCESS)
+        beat = MPI_REQUEST_NULL;
+    }
+    for (size_t n = 0; n < w.nodes.size(); ++n) {
+      const auto silent = std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - heard[n]);
+      if (finished[n] || silent < kNodeSilence) continue;
+      const NodeLeader& lost = w.nodes[n];
+      const std::string line = cat("node ", lost.node, " (", lost.host, ") is gone: its first rank, ", lost.rank,
+                                   ", has not been heard from for ", silent.count(), " s");
+      std::cerr << "rank 0 on " << host_ << ": " << line << std::endl;
+      end_job(line, 1);
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  MPI_Cancel(&request);
-  MPI_Wait(&request, MPI_STATUS_IGNORE);
+  for (MPI_Request* r : {&failure, &beat})
+    if (*r != MPI_REQUEST_NULL) {
+      MPI_Cancel(r);
+      MPI_Wait(r, MPI_STATUS_IGNORE);
+    }
+#endif
+}
+
+void DistContext::heartbeat() {
+#ifdef BERTPERF_HAVE_MPI
+  Watcher& w = *watcher_;
+  int message = 1;  // the buffer of the send in flight
+  MPI_Request request = MPI_REQUEST_NULL;
+  // One heartbeat at a time: a beat whose send has not completed yet (rank 0 busy) is not doubled.
+  auto send = [&](int value) {
+    int done = 1;
+    if (request != MPI_REQUEST_NULL && MPI_Test(&request, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) return;
+    if (!done) return;
+    message = value;
+    if (MPI_Isend(&message, 1, MPI_INT, 0, kHeartbeatTag, w.comm, &request) != MPI_SUCCESS) request = MPI_REQUEST_NULL;
+  };
+  {
+    std::unique_lock<std::mutex> lock(w.mutex);
+    while (!w.stop.load()) {
+      lock.unlock();
+      send(1);
+      lock.lock();
+      w.wake.wait_for(lock, kHeartbeat, [&] { return w.stop.load(); });
+    }
+  }
+  // Finished: rank 0 stops watching this node. The word goes out within a bounded wait, or not at all.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  int done = 0;
+  while (request != MPI_REQUEST_NULL && !done && std::chrono::steady_clock::now() < deadline) {
+    if (MPI_Test(&request, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) break;
+    if (!done) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  if (request == MPI_REQUEST_NULL || done) {
+    send(0);
+    done = 0;
+    while (request != MPI_REQUEST_NULL && !done && std::chrono::steady_clock::now() < deadline) {
+      if (MPI_Test(&request, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) break;
+      if (!done) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
+  if (request != MPI_REQUEST_NULL && !done) MPI_Request_free(&request);  // completes, or not, on its own
 #endif
 }
 
@@ -308,7 +344,11 @@ void DistContext::fail_job(const std::string& line, int code) {
 DistContext::~DistContext() {
 #ifdef BERTPERF_HAVE_MPI
   if (watcher_) {
-    watcher_->stop = true;
+    {
+      std::lock_guard<std::mutex> lock(watcher_->mutex);
+      watcher_->stop = true;
+    }
+    watcher_->wake.notify_all();
     if (watcher_->thread.joinable()) watcher_->thread.join();
     int finalized = 0;
     if (MPI_Finalized(&finalized) == MPI_SUCCESS && !finalized) MPI_Comm_free(&watcher_->comm);
@@ -356,6 +396,15 @@ void DistContext::allreduce_sum(float* data, size_t count) {
 void DistContext::broadcast(uint64_t& value) {
 #ifdef BERTPERF_HAVE_MPI
   if (mpi_ && size_ > 1) MPI_CHECK(MPI_Bcast(&value, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD));
+#endif
+}
+
+void DistContext::broadcast(void* bytes, size_t count) {
+#ifdef BERTPERF_HAVE_MPI
+  if (mpi_ && size_ > 1) {
+    BERT_CHECK(count <= static_cast<size_t>(INT_MAX), "a broadcast of ", count, " bytes");
+    MPI_CHECK(MPI_Bcast(bytes, static_cast<int>(count), MPI_BYTE, 0, MPI_COMM_WORLD));
+  }
 #endif
 }
 

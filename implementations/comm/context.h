@@ -1,25 +1,25 @@
 // The distributed context of a job: who this process is among the ranks and the host work they share (seeds,
 // statuses, barriers). Built once in main: with MPI built in and the process started by a launcher (Open MPI's
-// mpirun, Slurm's srun), it spans the job's ranks; otherwise it is a world of one and every collective is the
-// identity, so the trainer has one code path for one core and for many nodes.
+// mpirun, Slurm's srun; launcher.h reads what the environment says, here and nowhere else), it spans the job's
+// ranks; otherwise it is a world of one and every collective is the identity, so the trainer has one code path for
+// one core and for many nodes.
 //
-// Launched means the environment names a launcher's job: OMPI_COMM_WORLD_SIZE (mpirun), PMI_SIZE or PMIX_RANK
-// (PMI launchers), SLURM_STEP_NUM_TASKS (srun; not SLURM_PROCID alone, which a batch script's own shell has too).
-// MPI then starts with MPI_THREAD_MULTIPLE where the library has it (FUNNELED at least: only the main thread calls
-// MPI), and must see as many ranks as the launcher says it started; a multi-task launch of a build without MPI, or
-// an srun step without an MPI plugin (no PMIx or PMI variables), is refused (InputError) rather than run as
-// independent single-rank trainings or left to fail inside MPI_Init.
-//
-// The launcher's own account of the process must agree with MPI's, or the job is refused with one line naming the
-// variable: under mpirun OMPI_COMM_WORLD_RANK, _LOCAL_RANK and _LOCAL_SIZE; under srun (no mpirun inside it)
-// SLURM_PROCID, SLURM_LOCALID, SLURM_NTASKS / SLURM_STEP_NUM_TASKS, SLURM_NNODES / SLURM_STEP_NUM_NODES, and
-// SLURM_NODEID, which then numbers the nodes (the ranks MPI finds sharing memory must share it).
+// Under a launcher, MPI starts with MPI_THREAD_MULTIPLE where the library has it (FUNNELED at least: only the main
+// thread calls MPI), and must see as many ranks as the launcher says it started; a multi-task launch of a build
+// without MPI, or an srun step without an MPI plugin (no PMIx or PMI variables), is refused (InputError) rather than
+// run as independent single-rank trainings or left to fail inside MPI_Init. The launcher's own account of the
+// process (its rank, local rank and size, node and nodes) must agree with MPI's, or the job is refused with one line
+// naming the variable; under srun SLURM_NODEID numbers the nodes (the ranks MPI finds sharing memory must share it).
 //
 // A failure on any rank ends the whole job: abort() takes every rank down (MPI_Abort), and main calls it through
 // report_failure when a command fails on a job of more than one rank. With MPI_THREAD_MULTIPLE, a failing rank
 // first sends its one-line message to rank 0, whose watcher thread hands it to the hook set with on_peer_failure
 // (run-once logs the run as aborted there) and then ends the job; a rank that dies outright (SIGKILL) is the
-// launcher's to report, and it ends the others.
+// launcher's to report, and it ends the others. A whole node that vanishes (its host down, or its launcher daemon
+// gone with its ranks) leaves the others waiting in MPI, which over TCP neither fails nor returns, and Slurm notices
+// it only after its own timeouts; so every other node's first rank tells rank 0 each second that it is there, and a
+// node not heard from for 10 s is reported to the same hook as gone ("node N (HOST) is gone: ...") before rank 0
+// ends the job.
 #pragma once
 
 #include <cstddef>
@@ -27,6 +27,8 @@
 #include <functional>
 #include <memory>
 #include <string>
+
+#include "comm/launcher.h"
 
 namespace bertperf {
 
@@ -47,8 +49,13 @@ class DistContext {
   int local_size() const { return local_size_; }
   int node() const { return node_; }              // 0 .. nodes()-1
   int nodes() const { return nodes_; }
+  // The fewest and the most ranks any node of the job has (equal: every node has as many).
+  int fewest_local() const { return fewest_local_; }
+  int most_local() const { return most_local_; }
   const std::string& host() const { return host_; }
   bool mpi() const { return mpi_; }
+  // How this process was started, as the environment said when the context was made.
+  const LaunchIdentity& launch() const { return launch_; }
   // One line for logs: the ranks, nodes and MPI's thread support, or that this is a single process.
   std::string describe() const;
   // The MPI library this build runs on ("Open MPI v4.1.4"), or "" in a build without MPI. Any time, even before
@@ -60,6 +67,7 @@ class DistContext {
   void allreduce_sum(float* data, size_t count);
   // Rank 0's value everywhere.
   void broadcast(uint64_t& value);
+  void broadcast(void* bytes, size_t count);
   void barrier();
   // Ends every rank of the job with `code`; returns only on a world of one (it does nothing there).
   void abort(int code);
@@ -72,14 +80,17 @@ class DistContext {
  private:
   DistContext() = default;
   int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1, node_ = 0, nodes_ = 1;
+  int fewest_local_ = 1, most_local_ = 1;
   std::string host_;
+  LaunchIdentity launch_;
   bool mpi_ = false;
   bool finalize_ = false;     // MPI was initialised here, so it is finalised here
   std::string thread_level_;  // what MPI_Init_thread provided
   // The communicator failure messages travel on, on every rank, and rank 0's thread listening on it (context.cpp).
   struct Watcher;
   std::unique_ptr<Watcher> watcher_;
-  void watch();
+  void watch();      // rank 0
+  void heartbeat();  // the other nodes' first ranks
 };
 
 // For main's catch block: reports the exception in flight as one line on stderr, "<who>: error: <what>" for bad

@@ -1,4 +1,4 @@
-// NCCL communicator, stream and events (nccl_comm.h).
+// NCCL communicators and the communication stream (nccl_comm.h).
 #include "comm/nccl_comm.h"
 
 #include <cuda_runtime.h>
@@ -7,6 +7,10 @@
 #include <cstring>
 
 #include "core/errors.h"
+
+#if NCCL_VERSION_CODE < NCCL_VERSION(2, 18, 0)
+#error "the NCCL transport needs NCCL 2.18 or newer (ncclCommSplit)"
+#endif
 
 #define BERT_CUDA_CHECK(call)                                                                                 \
   do {                                                                                                        \
@@ -24,15 +28,34 @@ namespace bertperf::cuda {
 
 static_assert(sizeof(ncclUniqueId) == sizeof(NcclId), "ncclUniqueId is 128 bytes");
 
-struct NcclComm::Impl {
-  ncclComm_t comm = nullptr;
-  cudaStream_t stream = nullptr;
-  ~Impl() {
-    if (stream) cudaStreamSynchronize(stream);
-    if (comm) ncclCommDestroy(comm);
-    if (stream) cudaStreamDestroy(stream);
+namespace {
+
+ncclDataType_t nccl_type(DType type) {
+  switch (type) {
+    case DType::F32: return ncclFloat32;
+    case DType::F64: return ncclFloat64;
+    case DType::BF16: return ncclBfloat16;
   }
-};
+  return ncclFloat32;
+}
+
+ncclComm_t as_comm(void* comm) { return static_cast<ncclComm_t>(comm); }
+cudaStream_t as_stream(CommStream& stream) { return static_cast<cudaStream_t>(stream.handle()); }
+
+// The NCCL calls `issue` makes, as one group (one launch); the group is closed also when one of them fails.
+template <typename Issue>
+void grouped(Issue&& issue) {
+  BERT_NCCL_CHECK(ncclGroupStart());
+  try {
+    issue();
+  } catch (...) {
+    ncclGroupEnd();
+    throw;
+  }
+  BERT_NCCL_CHECK(ncclGroupEnd());
+}
+
+}  // namespace
 
 NcclId nccl_unique_id() {
   ncclUniqueId id;
@@ -47,37 +70,101 @@ int cuda_device_count() {
   return cudaGetDeviceCount(&devices) == cudaSuccess ? devices : 0;
 }
 
-NcclComm::NcclComm(const NcclId& id, int ranks, int rank, int device)
-    : impl_(std::make_unique<Impl>()) {
+std::string nccl_version() {
+  int v = 0;
+  ncclGetVersion(&v);
+  return cat(v / 10000, ".", v / 100 % 100, ".", v % 100);
+}
+
+CommStream::CommStream() {
+  cudaStream_t stream = nullptr;
+  BERT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  stream_ = stream;
+}
+
+CommStream::~CommStream() {
+  if (!stream_) return;
+  cudaStreamSynchronize(static_cast<cudaStream_t>(stream_));
+  cudaStreamDestroy(static_cast<cudaStream_t>(stream_));
+}
+
+void CommStream::wait_for(void* cuda_event) {
+  BERT_CUDA_CHECK(cudaStreamWaitEvent(static_cast<cudaStream_t>(stream_), static_cast<cudaEvent_t>(cuda_event), 0));
+}
+
+void CommStream::record(void* cuda_event) {
+  BERT_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(cuda_event), static_cast<cudaStream_t>(stream_)));
+}
+
+void CommStream::synchronize() { BERT_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(stream_))); }
+
+NcclComm::NcclComm(const NcclId& id, int ranks, int rank, int device) : rank_(rank), size_(ranks) {
   const int devices = cuda_device_count();
   if (device < 0) BERT_CUDA_CHECK(cudaGetDevice(&device));
   BERT_CHECK(device < devices, "CUDA device ", device, " is not one of the ", devices, " here");
   BERT_CUDA_CHECK(cudaSetDevice(device));
   ncclUniqueId nid;
   std::memcpy(&nid, id.data(), sizeof nid);
-  BERT_NCCL_CHECK(ncclCommInitRank(&impl_->comm, ranks, nid, rank));
-  BERT_CUDA_CHECK(cudaStreamCreateWithFlags(&impl_->stream, cudaStreamNonBlocking));
+  ncclComm_t comm = nullptr;
+  BERT_NCCL_CHECK(ncclCommInitRank(&comm, ranks, nid, rank));
+  comm_ = comm;
 }
 
-NcclComm::~NcclComm() = default;
-
-void NcclComm::wait_for(void* cuda_event) {
-  BERT_CUDA_CHECK(cudaStreamWaitEvent(impl_->stream, static_cast<cudaEvent_t>(cuda_event), 0));
+NcclComm::~NcclComm() {
+  if (comm_) ncclCommDestroy(as_comm(comm_));
 }
 
-void NcclComm::record(void* cuda_event) {
-  BERT_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(cuda_event), impl_->stream));
+std::unique_ptr<NcclComm> NcclComm::split(int color, int key) {
+  std::unique_ptr<NcclComm> part(new NcclComm);
+  ncclComm_t comm = nullptr;
+  BERT_NCCL_CHECK(ncclCommSplit(as_comm(comm_), color, key, &comm, nullptr));
+  BERT_CHECK(comm != nullptr, "ncclCommSplit left this rank out of the communicator of color ", color);
+  part->comm_ = comm;
+  BERT_NCCL_CHECK(ncclCommUserRank(comm, &part->rank_));
+  BERT_NCCL_CHECK(ncclCommCount(comm, &part->size_));
+  return part;
 }
 
-void NcclComm::all_reduce(void* data, size_t count, DType type) {
-  const ncclDataType_t t = type == DType::BF16 ? ncclBfloat16 : type == DType::F64 ? ncclFloat64 : ncclFloat32;
-  BERT_NCCL_CHECK(ncclAllReduce(data, data, count, t, ncclSum, impl_->comm, impl_->stream));
+void NcclComm::all_reduce(void* data, size_t count, DType type, CommStream& stream) {
+  BERT_NCCL_CHECK(ncclAllReduce(data, data, count, nccl_type(type), ncclSum, as_comm(comm_), as_stream(stream)));
 }
 
-std::string NcclComm::version() {
-  int v = 0;
-  ncclGetVersion(&v);
-  return cat("NCCL ", v / 10000, ".", v / 100 % 100, ".", v % 100);
+void NcclComm::reduce_scatter(void* data, size_t count, DType type, CommStream& stream) {
+  // In place: NCCL's receive buffer is the send buffer at this rank's part.
+  auto* bytes = static_cast<unsigned char*>(data);
+  BERT_NCCL_CHECK(ncclReduceScatter(data, bytes + rank_ * count * dtype_size(type), count, nccl_type(type), ncclSum,
+                                    as_comm(comm_), as_stream(stream)));
+}
+
+void NcclComm::all_gather(void* data, size_t count, DType type, CommStream& stream) {
+  // In place: NCCL's send buffer is the receive buffer at this rank's part.
+  auto* bytes = static_cast<unsigned char*>(data);
+  BERT_NCCL_CHECK(ncclAllGather(bytes + rank_ * count * dtype_size(type), data, count, nccl_type(type),
+                                as_comm(comm_), as_stream(stream)));
+}
+
+void NcclComm::reduce_parts(void* data, const std::vector<FlatRange>& parts, DType type, CommStream& stream) {
+  BERT_CHECK(static_cast<int>(parts.size()) == size_, parts.size(), " parts for ", size_, " ranks");
+  auto* bytes = static_cast<unsigned char*>(data);
+  grouped([&] {
+    for (int r = 0; r < size_; ++r) {
+      if (parts[r].size() == 0) continue;
+      void* at = bytes + parts[r].begin * dtype_size(type);
+      BERT_NCCL_CHECK(ncclReduce(at, at, parts[r].size(), nccl_type(type), ncclSum, r, as_comm(comm_), as_stream(stream)));
+    }
+  });
+}
+
+void NcclComm::broadcast_parts(void* data, const std::vector<FlatRange>& parts, DType type, CommStream& stream) {
+  BERT_CHECK(static_cast<int>(parts.size()) == size_, parts.size(), " parts for ", size_, " ranks");
+  auto* bytes = static_cast<unsigned char*>(data);
+  grouped([&] {
+    for (int r = 0; r < size_; ++r) {
+      if (parts[r].size() == 0) continue;
+      void* at = bytes + parts[r].begin * dtype_size(type);
+      BERT_NCCL_CHECK(ncclBroadcast(at, at, parts[r].size(), nccl_type(type), r, as_comm(comm_), as_stream(stream)));
+    }
+  });
 }
 
 }  // namespace bertperf::cuda

@@ -1,18 +1,21 @@
 // Gradient reduction across data-parallel ranks: the sum of every rank's gradient buffer, in place. The training
 // step (harness/train_step.h) tells a reducer which ranges of the flat gradient buffer are final as the backward
 // produces them (ready), so a reducer can start on them while the backward goes on, then waits for the whole sum
-// (finish). A reducer works on backend memory: MPI where the backend's memory is host memory, NCCL where it is a
-// GPU's (Capabilities::host_memory). It is ordered with the backend's work through the backend's events: ready()
-// may come before the backward's ops that write the range have run (an asynchronous backend), and finish() leaves
-// work the backend issues later ordered after the sum.
+// (finish). A reducer works on backend memory through a transport (transport.h): MPI where the backend's memory is
+// host memory, NCCL where it is a GPU's (Capabilities::host_memory). It is ordered with the backend's work through
+// the backend's events: ready() may come before the backward's ops that write the range have run (an asynchronous
+// backend), and finish() leaves work the backend issues later ordered after the sum.
 //
-// The algorithms (the config's "distributed": {"reduction": ...} block, harness/train_config.h):
+// The policy is one, written once over the transport (reducer.cpp); the config's "distributed": {"reduction": ...}
+// block (harness/train_config.h) chooses:
 //   allreduce     one all-reduce of the whole buffer at finish;
-//   bucketed      the buffer cut into buckets of bucket_mb; a bucket's all-reduce starts as soon as ready() has
-//                 reported all of it (on a communication thread where MPI has MPI_THREAD_MULTIPLE, else
-//                 MPI_Iallreduce polled at every ready()), the rest start at finish, which waits for all;
+//   bucketed      the buffer cut into buckets of bucket_mb; a bucket's all-reduce is issued as soon as ready() has
+//                 reported all of it, and runs while the backward goes on (MPI: on a communication thread where MPI
+//                 has MPI_THREAD_MULTIPLE, else MPI_Iallreduce polled at every ready(); NCCL: on its stream), the
+//                 rest at finish, which joins them all;
 //   hierarchical  reduce-scatter inside a node, all-reduce of each part across nodes among the ranks of the same
-//                 local rank, all-gather inside the node.
+//                 local rank, all-gather inside the node (the node's parts are equal; the few elements past them are
+//                 all-reduced over the world).
 // A sharded reducer (shard_optimizer, ZeRO-1) reduce-scatters instead: after finish only this rank's part of the
 // buffer (parts(), cut at chunk boundaries) holds the sum; the optimizer updates that part, completing its per-tensor
 // norms with sum(), and gather() hands every rank's updated part to every rank.
@@ -27,6 +30,7 @@
 
 #include "backends/device.h"
 #include "comm/context.h"
+#include "comm/transport.h"
 
 namespace bertperf {
 
@@ -40,16 +44,6 @@ struct ReductionOptions {
   bool thread = true;            // bucketed over MPI: a communication thread where MPI's thread support allows it;
                                  // false: MPI_Iallreduce polled at every ready() (not a config field)
 };
-
-// An element range [begin, end) of the flat buffers.
-struct FlatRange {
-  size_t begin = 0, end = 0;
-  size_t size() const { return end - begin; }
-};
-
-// `ranks` consecutive parts of [0, elements) that together cover it, cut only at `cuts` (sorted element offsets,
-// the optimizer's chunk starts), each as near elements / ranks as the cuts allow. A part may be empty.
-std::vector<FlatRange> split_flat(size_t elements, const std::vector<int64_t>& cuts, int ranks);
 
 class GradReducer {
  public:
@@ -77,23 +71,28 @@ class GradReducer {
 };
 
 // The reducer for a job of a flat buffer of `elements` of `type` (the backend's master dtype) in `device`'s
-// memory, whose sharded update may be cut at `cuts`: the identity for one rank; for several, MPI over host memory,
-// or NCCL over GPU memory where NCCL is built (InternalError where it is not).
+// memory, whose sharded update may be cut at `cuts`: the identity for one rank; for several, the policy over MPI
+// where the memory is host memory, or over NCCL where it is not and NCCL is built (InternalError where it is not).
 std::unique_ptr<GradReducer> make_grad_reducer(Device& device, DType type, DistContext& dist,
                                                const ReductionOptions& options, size_t elements,
                                                const std::vector<int64_t>& cuts);
 // The plain all-reduce, for callers without a layout (the step benchmark, tools).
 std::unique_ptr<GradReducer> make_grad_reducer(Device& device, DType type, DistContext& dist);
-// The MPI reducer over host memory of `type` (F32 or F64; InternalError otherwise), written by `device`'s work
-// (null: plain host memory, final whenever the reducer is called).
+// The transport options a reduction needs (the groups of a hierarchy, overlap for buckets).
+TransportOptions transport_options(const ReductionOptions& options);
+// The policy over `transport`, whatever the number of ranks (tests and benchmarks; make_grad_reducer uses it).
+std::unique_ptr<GradReducer> make_reducer(std::unique_ptr<Transport> transport, DType type,
+                                          const ReductionOptions& options, size_t elements,
+                                          const std::vector<int64_t>& cuts);
+// The policy over MPI on host memory of `type` (F32 or F64; InternalError otherwise), written by `device`'s work
+// (null: plain host memory, final whenever the reducer is called); the identity on a world of one without MPI.
 std::unique_ptr<GradReducer> make_mpi_reducer(Device* device, DistContext& dist, DType type,
                                               const ReductionOptions& options = {}, size_t elements = 0,
                                               const std::vector<int64_t>& cuts = {});
-// The NCCL reducer over `device`'s memory of `type` (F32 or BF16) on CUDA device `cuda_device` (-1: the current
-// one), bucketed (for a buffer of `elements`) on its own CUDA stream, with the communicator's unique id broadcast
-// over MPI. InternalError where NCCL is not built (nccl_built()).
+// The policy over NCCL on `device`'s memory of `type` (F32, BF16 or F64) on CUDA device `cuda_device` (-1: the
+// current one), also on a world of one. InternalError where NCCL is not built (nccl_built()).
 std::unique_ptr<GradReducer> make_nccl_reducer(Device& device, DistContext& dist, DType type,
-                                               const ReductionOptions& options, int cuda_device, size_t elements);
-bool nccl_built();
+                                               const ReductionOptions& options, size_t elements,
+                                               const std::vector<int64_t>& cuts, int cuda_device = -1);
 
 }  // namespace bertperf

@@ -56,4 +56,21 @@ inline void fill_to_capacity(Batch& b) {
   b.mlm_weights.resize(b.capacity.predictions, 0.0f);
 }
 
+// Building a batch sequence by sequence (the step benchmark's and the tests' batches): append_sequence adds one after
+// the last, its token ids, segment B its second half, its masked-LM predictions (weight 1) at `positions` inside the
+// sequence with `labels`, and its next-sentence label; fill_to_capacity (above) then pads it. The capacity must hold
+// what is appended.
+void append_sequence(Batch& b, const std::vector<int32_t>& ids, const std::vector<int32_t>& positions,
+                     const std::vector<int32_t>& labels, int32_t nsp_label);
+
+// A batch of random tokens in a given packing: row r holds the sequences rows[r], end to end; a sequence's
+// masked-LM slots are `predictions` distinct random positions after its first token (in order), and its token ids,
+// labels (from [5, vocab)) and next-sentence label are drawn from mt19937(seed). Filled to `capacity`.
+struct SequenceShape {
+  int length = 0;
+  int predictions = 0;
+};
+Batch random_batch(BatchCapacity capacity, const std::vector<std::vector<SequenceShape>>& rows, int vocab,
+                   uint32_t seed);
+
 }  // namespace bertperf

@@ -17,6 +17,24 @@
 
 namespace bertperf {
 
+BatchShape batch_shape(const ReaderOptions& o, const std::vector<ShardLayout>& layouts) {
+  const auto packed_files = std::count(layouts.begin(), layouts.end(), ShardLayout::packed);
+  if (packed_files > 0 && packed_files < static_cast<std::ptrdiff_t>(layouts.size()))
+    throw_input("data reader", "packed and unpacked shards are mixed in one file list");
+  BatchShape s;
+  s.packed = packed_files > 0 || o.pack;
+  const int rows = o.batch_rows;
+  s.capacity = {rows * o.seq_len, rows * (s.packed ? o.max_sequences_per_row : 1),
+                rows * (s.packed ? o.packed_max_predictions : o.max_predictions), o.seq_len};
+  return s;
+}
+
+BatchShape batch_shape(const ReaderOptions& o) {
+  std::vector<ShardLayout> layouts;
+  for (const std::string& path : o.files) layouts.push_back(detect_layout(path));
+  return batch_shape(o, layouts);
+}
+
 uint64_t splitmix64(uint64_t x) {
   x += 0x9e3779b97f4a7c15ull;
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
@@ -65,7 +83,7 @@ struct PretrainingReader::Impl {
   ReaderOptions opt;
   ShardLimits limits;
   bool sample_mode = false;
-  bool packed_rows = false;
+  BatchShape shape;
   std::vector<size_t> owned;  // indices into opt.files this rank reads (shard mode)
   int read_rank = 0, read_world = 1;  // whose rows this rank reads: its own, or (balance) a world of one's
   int chunk_rows = 0;                 // rows gathered before batches are made: batch_rows, or a step's (balance)
@@ -90,9 +108,9 @@ struct PretrainingReader::Impl {
     auto it = cache.find(file);
     if (it != cache.end()) return it->second;
     auto data = std::make_shared<const ShardData>(read_shard(opt.files[file], limits));
-    if (data->layout == ShardLayout::packed && !packed_rows)
+    if (data->layout == ShardLayout::packed && !shape.packed)
       throw_input(opt.files[file], "packed shard mixed with unpacked ones");
-    for (size_t r = 0; r < data->rows() && packed_rows; ++r) {
+    for (size_t r = 0; r < data->rows() && shape.packed; ++r) {
       const size_t seqs = data->row_offsets[r + 1] - data->row_offsets[r];
       if (seqs > static_cast<size_t>(opt.max_sequences_per_row))
         throw_input(opt.files[file], cat("row ", r, ": ", seqs, " sequences, more than the ", opt.max_sequences_per_row,
@@ -135,17 +153,11 @@ struct PretrainingReader::Impl {
     return true;
   }
 
-  BatchCapacity capacity() const {
-    const int rows = opt.batch_rows;
-    return {rows * opt.seq_len, rows * (packed_rows ? opt.max_sequences_per_row : 1),
-            rows * (packed_rows ? opt.packed_max_predictions : opt.max_predictions), opt.seq_len};
-  }
-
   // Pending rows `rows` (indices, in order) as one Batch (reader.h, data/batch.h); the arrays start as filler.
   Batch build_batch(const std::vector<size_t>& rows) {
-    const int P = packed_rows ? opt.packed_max_predictions : opt.max_predictions;
+    const int P = shape.packed ? opt.packed_max_predictions : opt.max_predictions;
     Batch b;
-    b.capacity = capacity();
+    b.capacity = shape.capacity;
     const BatchCapacity& cap = b.capacity;
     b.input_ids.assign(cap.tokens, 0);
     b.segment_ids.assign(cap.tokens, 0);
@@ -325,13 +337,13 @@ PretrainingReader::PretrainingReader(ReaderOptions options) : impl_(std::make_un
 
   // Open and classify every file now, so a missing or foreign file fails before training starts.
   std::vector<ShardCounts> counts;
-  bool any_packed = false, any_unpacked = false;
+  std::vector<ShardLayout> layouts;
   for (const auto& path : o.files) {
     counts.push_back(count_shard(path));
-    (counts.back().layout == ShardLayout::packed ? any_packed : any_unpacked) = true;
+    layouts.push_back(counts.back().layout);
   }
-  if (any_packed && any_unpacked) throw_input("data reader", "packed and unpacked shards are mixed in one file list");
-  m.packed_rows = any_packed || o.pack;
+  m.shape = batch_shape(o, layouts);  // refuses packed and unpacked files in one list
+  const bool any_packed = !layouts.empty() && layouts[0] == ShardLayout::packed;
 
   int64_t mine = 0;
   if (m.sample_mode) {
@@ -398,7 +410,7 @@ bool PretrainingReader::next(Batch& batch) {
 }
 
 int64_t PretrainingReader::samples() const { return impl_->sample_count; }
-BatchCapacity PretrainingReader::capacity() const { return impl_->capacity(); }
-bool PretrainingReader::packed() const { return impl_->packed_rows; }
+BatchCapacity PretrainingReader::capacity() const { return impl_->shape.capacity; }
+bool PretrainingReader::packed() const { return impl_->shape.packed; }
 
 }  // namespace bertperf

@@ -50,6 +50,7 @@
 #include <vector>
 
 #include "data/batch.h"
+#include "data/layouts.h"
 
 namespace bertperf {
 
@@ -90,15 +91,26 @@ class PretrainingReader {
   // Total samples over this rank's shards (sequences, also for packed rows; in sample mode with
   // packed files, those of epoch 0's assignment).
   int64_t samples() const;
-  // Whether batches hold packed rows (a packed file, or `pack`).
+  // Whether batches hold packed rows (a packed file, or `pack`), and the fixed sizes of every batch this reader
+  // hands out: its batch_shape().
   bool packed() const;
-  // The fixed sizes of every batch this reader hands out (above).
   BatchCapacity capacity() const;
 
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// What every batch of a reader with options `o` holds, known before the reader is built: whether its rows are packed
+// (a packed file keeps its packing; `pack` packs unpacked sequences; packed and unpacked files in one list are an
+// InputError) and its fixed capacity (above). `layouts` are those of o.files, in order; without them each file is
+// opened for its layout (its keys, not its data). The reader decides with this function too.
+struct BatchShape {
+  bool packed = false;
+  BatchCapacity capacity;
+};
+BatchShape batch_shape(const ReaderOptions& o, const std::vector<ShardLayout>& layouts);
+BatchShape batch_shape(const ReaderOptions& o);
 
 // The mixing function of the shuffle scheme above.
 uint64_t splitmix64(uint64_t x);

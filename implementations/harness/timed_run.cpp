@@ -138,8 +138,7 @@ void log_run_header(mllog::Logger& log, const TrainConfig& config, const SystemD
 
 TimedRunResult timed_run(const TrainConfig& config, const SystemDescription& system, mllog::Logger& log,
                          const TimedRunOptions& options, DistContext& world, const TrainingRunFactory& make_run) {
-  BERT_CHECK(world.size() == config.ranks || world.size() == 1, "launched with ", world.size(),
-             " ranks but the config wants ", config.ranks);
+  check_job_ranks(config, world.size());  // before the first line of the log
   TimedRunResult result;
 
   evict_data_from_page_cache(config);

@@ -93,7 +93,8 @@ void evict_data_from_page_cache(const TrainConfig& config);
 // init_start; `bertperf run-once --dry-run` logs these alone.
 void log_run_header(mllog::Logger& log, const TrainConfig& config, const SystemDescription& system, uint64_t seed);
 
-// Runs one timed run, logging through `log` (which drops lines on ranks other than 0).
+// Runs one timed run, logging through `log` (which drops lines on ranks other than 0). A job of another number of
+// ranks than the config's batch.ranks is refused (InputError, check_job_ranks) before anything is logged.
 TimedRunResult timed_run(const TrainConfig& config, const SystemDescription& system, mllog::Logger& log,
                          const TimedRunOptions& options, DistContext& dist, const TrainingRunFactory& make_run);
 

@@ -356,4 +356,10 @@ void check_memory(const TrainConfig& c, double available_bytes) {
                             "; reduce num_hidden_layers, hidden_size or the batch"));
 }
 
+void check_job_ranks(const TrainConfig& config, int ranks) {
+  if (ranks != config.ranks)
+    throw_input(config.source, cat("the config asks for ", config.ranks, " ranks (batch.ranks) but this job has ", ranks,
+                                   "; launch it with mpirun -np ", config.ranks));
+}
+
 }  // namespace bertperf

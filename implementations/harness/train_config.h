@@ -11,13 +11,15 @@
 //     "bert_config": {bert_config.json fields} | "path/to/bert_config.json",
 //     "init_checkpoint": str (optional, "" = random init),
 //     "data": { "train_files": [path or glob, ...], "eval_file": path, "seq_len": int,
-//               "max_predictions": int, "packed": bool },
+//               "max_predictions": int, "packed": bool (training batches hold packed rows: unpacked shards are packed
+//               by the reader, packed shards keep their rows and need true; harness/reader_plan.h) },
 //     "batch": { "local_batch_size": int, "grad_accum_steps": int, "ranks": int },
-//     "backend": { "name": "cpu" | "cpu-f64" | "cpu-bf16" | "cuda" | ..., "capture": bool (optional, default true:
-//                  replay the step as one captured graph where the backend can), and the backend's own options,
-//                  e.g. CPU "threads" (backends/cpu/cpu_options.h), cpu-bf16 "gemm": "auto" | "onednn" | "emulated"
-//                  and "isa": "avx512_bf16" | "amx" (backends/cpu/cpu_bf16_options.h) or CUDA "device",
-//                  "attention" (backends/cuda/cuda_options.h); backends/registry.h } (optional: cpu, all threads),
+//     "backend": { "name": "cpu" | "cpu-f64" | "cpu-bf16" | "cpu-async" | "cuda" | ..., "capture": bool (optional,
+//                  default true: replay the step as one captured graph where the backend can), and the backend's own
+//                  options, e.g. CPU "threads" (backends/cpu/cpu_options.h), cpu-bf16 "gemm": "auto" | "onednn" |
+//                  "emulated" and "isa": "avx512_bf16" | "amx" (backends/cpu/cpu_bf16_options.h), cpu-async
+//                  "delay_us" (backends/cpu/cpu_async_options.h) or CUDA "device", "attention"
+//                  (backends/cuda/cuda_options.h); backends/registry.h } (optional: cpu, all threads),
 //     "distributed": { "clip": "per_micro_batch" (the reference's, default) | "after_reduction",
 //                      "balanced_batches": bool (optional, default false: each rank reads its own shards; true:
 //                      every step's global batch is dealt out by real tokens, data/reader.h),
@@ -88,6 +90,9 @@ struct TrainConfig {
 
   int64_t global_batch_size() const { return int64_t(local_batch_size) * grad_accum_steps * ranks; }
 };
+
+// A job of `ranks` ranks for `config`: InputError naming the config when its batch.ranks says another number.
+void check_job_ranks(const TrainConfig& config, int ranks);
 
 // Reads and validates a config and its benchmark.json. With `check_data` the train file patterns
 // are expanded and every data file must exist; without it (validating configs for machines that

@@ -1,5 +1,6 @@
-// One training job as the harness drives it: the backend, the model, flat parameters, LAMB, the gradient reducer,
-// the training step and the readers; then alternate "train until N samples" and "evaluate", while the harness
+// One training job as the harness drives it: the training stack (harness/train_stack.h: the backend, the model, flat
+// parameters, the gradient reducer, LAMB and the training step) and the readers of its config (harness/reader_plan.h);
+// then alternate "train until N samples" and "evaluate", while the harness
 // (harness/timed_run) decides what to log and when to stop. Keeping the loop's policy out of here lets the same
 // session serve `bertperf train`, timed MLPerf runs and tests.
 #pragma once

@@ -214,17 +214,6 @@ std::string source_file_for_log(const char* path) {
   return slash == std::string::npos ? p : p.substr(slash + 1);
 }
 
-int rank_from_environment() {
-  for (const char* name : {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID"}) {
-    if (const char* v = std::getenv(name); v && *v) {
-      int rank = 0;
-      const auto [end, ec] = std::from_chars(v, v + std::strlen(v), rank);
-      if (ec == std::errc()) return rank;
-    }
-  }
-  return 0;
-}
-
 int64_t now_ms() {
   using namespace std::chrono;
   return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
@@ -246,7 +235,7 @@ void Logger::configure(const Options& options) {
   file_ = nullptr;
   to_stdout_ = options.to_stdout;
   name_space_ = options.name_space;
-  rank_ = options.rank ? *options.rank : rank_from_environment();
+  rank_ = options.rank;
   file_path_ = options.file_label.empty() ? options.file : options.file_label;
   if (rank_ == 0 && !options.file.empty()) {
     file_ = std::fopen(options.file.c_str(), "a");

@@ -14,7 +14,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <mutex>
-#include <optional>
 #include <source_location>
 #include <string>
 
@@ -48,9 +47,6 @@ std::string format_line(const Event& event);
 // where the tree was checked out, and stay stable across runs for the seed checker.
 std::string source_file_for_log(const char* path);
 
-// The MPI rank of this process as launchers announce it (Open MPI, MPICH/PMI, Slurm); 0 if none.
-int rank_from_environment();
-
 // Milliseconds since the Unix epoch, truncated as Python's int(time.time()*1000).
 int64_t now_ms();
 
@@ -62,7 +58,7 @@ class Logger {
     bool to_stdout = true;
     std::string file;         // also append lines here (empty: none)
     std::string name_space;   // default namespace, "" as the official library
-    std::optional<int> rank;  // default: rank_from_environment()
+    int rank = 0;             // this process's rank in the job (DistContext::rank(), comm/context.h)
     std::string file_label;   // how error messages name the file (default: `file`), e.g. the
                               // final name of a log written to a temporary file
   };

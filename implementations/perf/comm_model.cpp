@@ -1,6 +1,7 @@
 #include "perf/comm_model.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "core/errors.h"
 
@@ -8,20 +9,23 @@ namespace bertperf::perf {
 
 // Latencies are NCCL's own per-step figures for ring all-reduce with the Simple protocol (the one
 // large gradient buffers use): src/graph/tuning.cc, hwLat, 3.4 us NVLink, 5.7 us PCI, 9.6 us network.
-// Bandwidths are one direction of one port, from the vendors' data sheets; TCP figures are estimates.
+// Bandwidths are one direction of one device's links, from the vendors' data sheets; the non-NVIDIA
+// figures are estimates (the model fits each device class's speed, so they only shape its scaling).
 const std::vector<NamedLink>& link_table() {
   static const std::vector<NamedLink> table = {
       {"nvlink3", {3.4e-6, 300e9},
        "A100 SXM: 12 NVLink 3 links, 600 GB/s both directions (NVIDIA A100 data sheet); NCCL hwLat NVLink"},
       {"nvlink4", {3.4e-6, 450e9},
        "H100/H200 SXM: 18 NVLink 4 links, 900 GB/s both directions (NVIDIA H100 data sheet); NCCL hwLat NVLink"},
+      {"nvlink5", {3.4e-6, 900e9},
+       "B200/GB200: 18 NVLink 5 links, 1.8 TB/s both directions (NVIDIA DGX B200 data sheet); NCCL hwLat NVLink"},
       {"pcie4", {5.7e-6, 31.5e9}, "PCIe 4.0 x16: 16 GT/s x 16 lanes, 128b/130b (PCI-SIG); NCCL hwLat PCI"},
       {"pcie5", {5.7e-6, 63e9}, "PCIe 5.0 x16: 32 GT/s x 16 lanes, 128b/130b (PCI-SIG); NCCL hwLat PCI"},
-      {"ib-hdr", {9.6e-6, 25e9}, "InfiniBand HDR: 200 Gb/s per port (ConnectX-6 data sheet); NCCL hwLat network"},
-      {"ib-ndr", {9.6e-6, 50e9}, "InfiniBand NDR: 400 Gb/s per port (ConnectX-7 data sheet); NCCL hwLat network"},
-      {"eth-100g", {15e-6, 12.5e9}, "100 GbE, TCP: 100 Gb/s line rate; kernel TCP one-way latency, estimate"},
-      {"eth-25g", {15e-6, 3.125e9}, "25 GbE, TCP: 25 Gb/s line rate; kernel TCP one-way latency, estimate"},
-      {"eth-10g", {20e-6, 1.25e9}, "10 GbE, TCP: 10 Gb/s line rate; kernel TCP one-way latency, estimate"},
+      {"gaudi-roce", {9.6e-6, 87.5e9}, "Habana Gaudi: 7 on-chip 100 GbE RoCE ports to the other devices; network latency as RDMA"},
+      {"gaudi2-roce", {9.6e-6, 262.5e9}, "Habana Gaudi2: 21 on-chip 100 GbE RoCE ports to the other devices; network latency as RDMA"},
+      {"tpu-ici", {5e-6, 270e9}, "Google TPU v4 ICI: 6 links, about 45 GB/s each one way, estimate"},
+      {"ipu-link", {5e-6, 160e9}, "Graphcore IPU-Links: 10 links, 320 GB/s both directions, estimate"},
+      {"xgmi", {5e-6, 448e9}, "AMD MI300X Infinity Fabric: 7 links of 64 GB/s one way (AMD data sheet), estimate latency"},
       {"shm", {1e-6, 10e9}, "ranks of one host through shared memory (Open MPI's sm transport): memcpy-bound, estimate"},
   };
   return table;
@@ -55,12 +59,19 @@ double ring_all_reduce_s(double bytes, int p, const Link& link) { return ring_ph
 AllReduceAlgo parse_all_reduce_algo(const std::string& name, const std::string& where) {
   if (name == "ring") return AllReduceAlgo::kRing;
   if (name == "hierarchical") return AllReduceAlgo::kHierarchical;
+  if (name == "tree") return AllReduceAlgo::kTree;
   if (name == "best") return AllReduceAlgo::kBest;
-  throw_input(where, cat("all-reduce algorithm must be 'ring', 'hierarchical' or 'best', got '", name, "'"));
+  throw_input(where, cat("all-reduce algorithm must be 'ring', 'hierarchical', 'tree' or 'best', got '", name, "'"));
 }
 
 const char* algo_name(AllReduceAlgo algo) {
-  return algo == AllReduceAlgo::kRing ? "ring" : algo == AllReduceAlgo::kHierarchical ? "hierarchical" : "best";
+  switch (algo) {
+    case AllReduceAlgo::kRing: return "ring";
+    case AllReduceAlgo::kHierarchical: return "hierarchical";
+    case AllReduceAlgo::kTree: return "tree";
+    case AllReduceAlgo::kBest: break;
+  }
+  return "best";
 }
 
 double inter_bandwidth_per_rank(const Topology& t) {
@@ -88,10 +99,26 @@ double hierarchical_all_reduce_s(double bytes, const Topology& t) {
          ring_all_gather_s(bytes, r, t.intra);
 }
 
+double tree_all_reduce_s(double bytes, const Topology& t) {
+  BERT_CHECK(t.nodes >= 1 && t.ranks_per_node >= 1 && t.nics_per_node >= 1, "topology ", t.nodes, "x",
+             t.ranks_per_node, " with ", t.nics_per_node, " ports");
+  const int r = t.ranks_per_node;
+  double across = 0;
+  if (t.nodes > 1) {
+    const double depth = std::ceil(std::log2(static_cast<double>(t.nodes)));
+    across = 2 * (bytes / r) / inter_bandwidth_per_rank(t) + 2 * depth * t.inter.latency_s;
+  }
+  return ring_reduce_scatter_s(bytes, r, t.intra) + across + ring_all_gather_s(bytes, r, t.intra);
+}
+
 double all_reduce_s(double bytes, const Topology& t, AllReduceAlgo algo) {
-  if (algo == AllReduceAlgo::kRing) return flat_all_reduce_s(bytes, t);
-  if (algo == AllReduceAlgo::kHierarchical) return hierarchical_all_reduce_s(bytes, t);
-  return std::min(flat_all_reduce_s(bytes, t), hierarchical_all_reduce_s(bytes, t));
+  switch (algo) {
+    case AllReduceAlgo::kRing: return flat_all_reduce_s(bytes, t);
+    case AllReduceAlgo::kHierarchical: return hierarchical_all_reduce_s(bytes, t);
+    case AllReduceAlgo::kTree: return tree_all_reduce_s(bytes, t);
+    case AllReduceAlgo::kBest: break;
+  }
+  return std::min({flat_all_reduce_s(bytes, t), hierarchical_all_reduce_s(bytes, t), tree_all_reduce_s(bytes, t)});
 }
 
 double exposed_comm_s(double comm_s, double backward_s, double overlap_fraction) {

@@ -19,9 +19,10 @@ struct Link {
   double bandwidth_Bps = 0;    // bytes per second, one direction, one port
 };
 
-// A named link of the documented table (comm_model.cpp gives each figure's source).
+// A named link of the documented table (comm_model.cpp gives each figure's source): the links between
+// the devices of one node. A node's network port is read from its description instead (network.h).
 struct NamedLink {
-  const char* name;            // e.g. "nvlink3", "ib-hdr", "eth-100g"
+  const char* name;            // e.g. "nvlink3", "pcie4"
   Link link;
   const char* source;          // where the figures come from
 };
@@ -47,10 +48,10 @@ struct Topology {
   Link inter;
 };
 
-// kBest: the faster of the two for the buffer and topology (what a library that tunes per call does).
-enum class AllReduceAlgo { kRing, kHierarchical, kBest };
+// kBest: the fastest of the three for the buffer and topology (what a library that tunes per call does).
+enum class AllReduceAlgo { kRing, kHierarchical, kTree, kBest };
 
-// "ring", "hierarchical" or "best"; anything else is an InputError naming `where`.
+// "ring", "hierarchical", "tree" or "best"; anything else is an InputError naming `where`.
 AllReduceAlgo parse_all_reduce_algo(const std::string& name, const std::string& where);
 const char* algo_name(AllReduceAlgo algo);
 
@@ -67,6 +68,12 @@ double flat_all_reduce_s(double bytes, const Topology& t);
 // among the same-local-rank peers of all nodes (inter, at inter_bandwidth_per_rank), all-gather
 // inside each node. Equals flat_all_reduce_s's intra cost on one node.
 double hierarchical_all_reduce_s(double bytes, const Topology& t);
+
+// As hierarchical, with the across-node all-reduce of each shard done over a tree (NCCL's double
+// binary tree): the shard goes up the tree and back down, 2 * shard / inter_bandwidth_per_rank, in
+// 2 * ceil(log2(nodes)) network latencies. It pays more bandwidth than the ring and fewer latencies,
+// so it wins at many nodes and small buffers. Equals the hierarchical one on one node.
+double tree_all_reduce_s(double bytes, const Topology& t);
 
 double all_reduce_s(double bytes, const Topology& t, AllReduceAlgo algo);
 

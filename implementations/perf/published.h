@@ -1,91 +1,203 @@
-// Published MLPerf results as the scaling model's validation set: the list in
-// benchmarks/bert/mlperf/reference/published_results.json, the figures read back from published result
-// trees (result_*.txt), the RCP table (benchmarks/bert/mlperf/reference/rcp.json), and the validation itself:
-// each GPU type's device rate calibrated from its one single-node "calibration" result, then every
-// other result predicted twice, from its logged samples (the speed model alone) and from the RCP
-// (the whole model).
+// Published MLPerf BERT results as the scaling model's data: the data set
+// benchmarks/bert/mlperf/reference/published_systems.json (one row per closed-division system with logs,
+// derived from the published result trees by `python -m bertperf_compliance.published`), the model
+// fitted from it, and the leave-one-out validation.
+//
+// The fitted model (fit_model), from a set of published systems:
+// - per device class: the training rate r and the fixed cost of a step a, so that a step computes in
+//   (b / r + a) at b samples a device (the efficiency r * b / (b + a * r) falls at small batches);
+//   fitted by robust least squares (Huber weights on the relative error of the time to train, 20
+//   reweightings) over the class's systems, their start-up and eval time taken from their own logs
+//   where the logs measure them; a is pulled towards the median a of the classes that ran at more
+//   than one batch (one pseudo-observation), and kept >= 0;
+// - per submission round: a factor on the compute time (software generations differ), the median of
+//   measured / predicted time over the round's systems, fitted alternately with the classes (4 passes)
+//   and 1 for the newest round;
+// - start-up: a number of steps (measured start-up / step time from the logs), the class's median
+//   where 3 or more of its systems measure it, else the median over all;
+// - eval: the class's eval rate a device (10,000 samples over eval_stop - eval_start) where its logs
+//   measure it, else r times the ratio of eval rate to training rate of a typical class (the median
+//   over the classes whose logs measure it of each one's median);
+// - the gradient all-reduce: fp16 (2 bytes a parameter), the fastest of ring, hierarchical and tree
+//   (comm_model.h) on the node's links, not hidden behind the backward;
+// - the samples to converge: the RCP samples (the RCP mean of the round's ruleset at the global batch,
+//   plus half an eval interval) times a ratio the published results show, log(samples / RCP samples) =
+//   an effect of the global batch (submitters at one batch share the reference hyperparameters for it):
+//   the median of the batch's systems, + an effect of the device class (its recipes: the A30 results
+//   needed 14-34% more at every batch): the median over the class's systems of what the batch effect
+//   leaves. A group of fewer than 3 systems has no effect (ratio 1 where neither has one). The speed
+//   terms are fitted at the samples each result logged, so this term only moves predictions at the RCP
+//   samples;
+// - a CPU-only system (0 accelerators a node) is one device a node of a CPU class (devices.h), at its
+//   class's rate times the node's peak over the class's reference node's.
+//
+// validate() predicts every usable system from a model fitted without it; copies of a result in a later
+// round are never used (the data set marks them), so no result is predicted from its own runs.
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "perf/comm_model.h"
+#include "perf/devices.h"
+#include "perf/network.h"
 #include "perf/step_model.h"
 
 namespace bertperf::perf {
 
-struct PublishedResult {
-  std::string id, round, submitter, system, device, role, tree, inter, algo, source, note;
-  int nodes = 1;
-  int gpus_per_node = 8;
-  int nics_per_node = 8;
+struct PublishedSystem {
+  // As the data set holds it (compliance/bertperf_compliance/published.py says what each field means).
+  std::string id, round, tree, status, accelerator, host_processor, host_processors_per_node,
+      host_processor_core_count, host_processor_frequency, host_networking, host_networking_topology,
+      accelerator_interconnect, framework, same_runs_as;
+  int nodes = 0;
+  int per_node = 0;  // accelerators a node; 1 for a CPU-only system of a CPU class (its device is the node)
   int64_t global_batch = 0;
-  double olympic_minutes = 0;  // before RCP scaling
-  double mean_samples = 0;     // samples trained, mean over the runs
-  std::string inputs_from = "recorded";  // "tree" once read from the result logs
-  bool network_assumed = false;          // a multi-node system whose network no source describes
+  int runs = 0, converged = 0;
+  std::optional<double> olympic_minutes, mean_samples, eval_interval, first_eval_samples, startup_s, eval_s,
+      interval_samples_per_s, init_s;
+  std::optional<int> gradient_accumulation;
+  double evals = 0;
+  double scaling_factor = 1;
+  // Derived when loaded.
+  const DeviceClass* device = nullptr;  // nullptr: no class of the table matches the accelerator
+  std::optional<Network> network;       // the network the description names (host_networking, else topology)
+  std::optional<CpuNode> cpu;           // a CPU class's node, as the description names it
+  bool cpu_assumed = false;             // part of it is the class's reference node (the description is silent)
+  double device_scale = 1;              // the device's speed relative to its class's fit (DeviceClass::scale_of)
+
+  int devices() const { return nodes * per_node; }
 };
 
-std::vector<PublishedResult> load_published_results(const std::string& path);
+// Reads and checks the data set; a bad file is an InputError naming it and the row.
+std::vector<PublishedSystem> load_published_systems(const std::string& path, const DeviceTable& devices);
 
-// What a result folder's logs say: runs, their one global batch size, the olympic mean of
-// run_stop - run_start (a run without run_stop status success counts as infinite) and the mean
-// train_samples. Unreadable or inconsistent logs are an InputError naming file and line.
-struct TreeSummary {
-  int runs = 0;
-  int successes = 0;
-  int64_t global_batch = 0;
-  double olympic_minutes = 0;
-  double mean_samples = 0;
-};
-TreeSummary read_result_tree(const std::string& dir);
-
-std::vector<RcpPoint> load_rcp_table(const std::string& path);
-
-// Model constants shared by every prediction of a validation.
 struct ModelConstants {
-  double gradient_bytes = 0;        // BERT-large's gradient as all-reduced (fp16: 2 bytes a parameter)
-  double overlap_fraction = 0;      // the published recipes reduce after the backward
-  double fixed_step_s = 0;
-  RunInputs run;                    // eval and start-up costs (global batch and samples are set per result)
+  double gradient_bytes = 0;  // bytes all-reduced a step
+  double eval_samples = 10000;
+  int64_t (*eval_interval)(int64_t) = nullptr;  // the benchmark's eval interval at a global batch
+  AllReduceAlgo algo = AllReduceAlgo::kBest;
+  double overlap_fraction = 0;
+  // The model's terms, each switchable to show what it brings (bertperf predict --validate --without):
+  bool round_factors = true;    // false: one speed a class, whatever the round
+  bool fixed_step_cost = true;  // false: a = 0, a step computes in b / rate
+  bool logged_costs = true;     // false: the constants of the first model instead of the logs' start-up and
+                                // eval: 3.3 s of start-up, an eval at 3x the training rate plus 0.5 s
+  bool sample_ratios = true;    // false: the RCP samples as they are (no ratio by global batch and class)
 };
 
-// The run inputs of one result: its global batch, eval interval (the benchmark's formula) and samples.
-struct ResultCase {
-  StepInputs step;
-  RunInputs run;
+// "round", "fixed-step", "logged-costs", "samples": the term switched off in `c`; anything else an InputError.
+void switch_off(ModelConstants& c, const std::string& term);
+
+// What one prediction is about.
+struct SystemShape {
+  int nodes = 1;
+  int per_node = 1;
+  int64_t global_batch = 0;
+  Link intra;
+  Network network;  // one node's ports
+  double eval_interval = 0;
+  double device_scale = 1;  // the device's speed relative to its class's fit (a CPU node's peak over the reference's)
 };
+
+// The shape of a published system; a multi-node system whose description names no network gets its
+// class's guess, one port a device (*assumed set).
+SystemShape shape_of(const PublishedSystem& s, double eval_interval, bool* assumed = nullptr);
+
+struct DeviceFit {
+  double rate = 0;            // training samples/s of one device at a large batch
+  double fixed_step_s = 0;    // a: the step's cost beyond b / rate
+  double startup_steps = 0;   // start-up in the timed region, in steps
+  double eval_rate = 0;       // eval samples/s of one device
+  bool eval_from_logs = false;
+  int systems = 0;            // the class's systems the fit used
+  std::string newest_round;   // the newest round among them
+};
+
+struct ScalingModel {
+  std::map<std::string, DeviceFit> devices;
+  std::map<std::string, double> round_factor;  // on the compute time of a step; 1 for the newest round
+  std::string newest_round;
+  double startup_steps = 0;      // over every system that measures it
+  double eval_speed_ratio = 0;   // eval rate / training rate, over every system that measures it
+  double fixed_step_prior = 0;   // the a every class is pulled towards
+  // The samples term: log(samples / RCP samples) by global batch and by device class; a group the fit
+  // gave no effect (fewer than kMinSampleGroup systems) is absent.
+  std::map<int64_t, double> batch_log_ratio;
+  std::map<std::string, double> class_log_ratio;
+  // The round's factor; a round the model has not seen gets the newest round's.
+  double factor_of(const std::string& round) const;
+  // The samples to converge of a class at a global batch over the RCP samples (1 where neither has an effect).
+  double sample_ratio(const std::string& device, int64_t global_batch) const;
+};
+
+// The fewest systems a global batch or device class needs for a samples effect.
+constexpr int kMinSampleGroup = 3;
+
+// Fits the model to `train` (systems with a time, samples and a device class); `rcp` gives the RCP
+// samples the samples term is relative to. An empty set, or one without a single start-up or eval
+// measurement, is an InputError.
+ScalingModel fit_model(const std::vector<const PublishedSystem*>& train, const ModelConstants& c,
+                       const std::vector<RcpTable>& rcp);
+
+struct Prediction {
+  StepInputs inputs;
+  StepPrediction step;
+  RunPrediction run;
+  double minutes() const { return run.time_to_train_s / 60; }
+};
+
+// The time to train of `shape` at `samples` with a device's fit and a round factor; startup_s, when
+// given, replaces the fit's start-up.
+Prediction predict(const DeviceFit& device, double round_factor, const SystemShape& shape, double samples,
+                   const ModelConstants& c, std::optional<double> startup_s = std::nullopt);
+
+// Band of a node count: "1", "2-16", "32+" (every count above 16).
+std::string node_band(int nodes);
 
 struct ValidationRow {
-  PublishedResult result;
-  std::string calibrated_from;  // id of the calibration result
-  double device_samples_per_s = 0;
-  double eval_interval = 0;
-  double rcp_samples = 0;       // expected samples to converge from the RCP
-  double predicted_logged_minutes = 0;  // at the logged samples
-  double predicted_rcp_minutes = 0;     // at the RCP samples
-  StepPrediction step;
-  double error_logged = 0;      // (predicted - measured) / measured
+  const PublishedSystem* system = nullptr;
+  bool network_assumed = false;
+  SystemShape shape;
+  DeviceFit fit;
+  double round_factor = 1;
+  double rcp_samples = 0;     // the RCP mean at the global batch (its round's ruleset) + half an interval
+  double sample_ratio = 1;    // the samples term's ratio (ScalingModel::sample_ratio) of the model without it
+  double expected_samples = 0;  // rcp_samples * sample_ratio: what at_rcp is predicted at
+  Prediction at_logged, at_rcp;
+  double error_logged = 0;    // predicted / measured - 1
   double error_rcp = 0;
 };
 
-struct Validation {
-  std::vector<ValidationRow> rows;  // predicted results, in file order
-  std::vector<ValidationRow> calibrations;
-  // Over the results whose system is described (network_assumed false), and over all of them.
-  double median_abs_error_logged = 0;
-  double median_abs_error_rcp = 0;
-  double median_abs_error_logged_all = 0;
-  double median_abs_error_rcp_all = 0;
-  int described = 0;
+struct Band {
+  std::string name;  // a node band or a device class
+  int systems = 0;
+  double median_abs_error = 0;
+  double max_abs_error = 0;
 };
 
-// eval_interval(gbs) gives the benchmark's eval interval for a global batch.
-Validation validate(const std::vector<PublishedResult>& results, const std::vector<RcpPoint>& rcp,
-                    const ModelConstants& constants, int64_t (*eval_interval)(int64_t));
+struct Validation {
+  std::vector<ValidationRow> rows;                              // data set order
+  std::vector<std::pair<const PublishedSystem*, std::string>> skipped;  // with the reason
+  std::vector<Band> bands, bands_logged;                        // by node band, at RCP / at logged samples
+  std::vector<Band> devices;                                    // by device class, at RCP samples
+  std::vector<Band> devices_logged;                             // by device class, at logged samples
+};
 
-// The step and run inputs for one published result at a device rate.
-ResultCase result_case(const PublishedResult& r, const ModelConstants& c, double eval_interval,
-                       double device_samples_per_s);
+// Predicts every usable system (a time, samples, a device class, not a copy) from a model fitted to
+// the others. "At RCP samples" is at the RCP samples times the samples term's ratio (expected_samples).
+Validation validate(const std::vector<PublishedSystem>& systems, const std::vector<RcpTable>& rcp,
+                    const ModelConstants& c);
+
+// The RCP samples of a global batch in a round: the mean of its ruleset's table plus half an interval.
+double rcp_samples(const std::vector<RcpTable>& rcp, const std::string& round, int64_t global_batch,
+                   double eval_interval, bool* clamped = nullptr);
+
+// Systems a model may be fitted to: a time, samples and a device class, not a copy, not `except`.
+std::vector<const PublishedSystem*> fit_set(const std::vector<PublishedSystem>& systems,
+                                            const std::vector<std::string>& except = {});
 
 }  // namespace bertperf::perf

@@ -5,36 +5,9 @@
 #include <cmath>
 
 #include "core/errors.h"
+#include "core/json_fields.h"
 
 namespace bertperf::perf {
-
-const std::vector<DeviceSpec>& device_table() {
-  // Checked in order: the PCIe A100 before the SXM one. Network ports: DGX A100 (HDR) and DGX H100 (NDR).
-  static const std::vector<DeviceSpec> table = {
-      {"a100-pcie", "A100-PCIE", 312e12, "pcie4", "ib-hdr", "NVIDIA A100 data sheet: 312 TFLOP/s dense FP16/BF16 tensor"},
-      {"a100", "A100", 312e12, "nvlink3", "ib-hdr", "NVIDIA A100 data sheet: 312 TFLOP/s dense FP16/BF16 tensor"},
-      {"h100", "H100", 989e12, "nvlink4", "ib-ndr", "NVIDIA H100 SXM data sheet: 989 TFLOP/s dense BF16 tensor"},
-      {"h200", "H200", 989e12, "nvlink4", "ib-ndr", "NVIDIA H200 data sheet: 989 TFLOP/s dense BF16 tensor (H100's compute)"},
-  };
-  return table;
-}
-
-const DeviceSpec* find_device(const std::string& model_name) {
-  std::string upper = model_name;
-  std::transform(upper.begin(), upper.end(), upper.begin(), [](unsigned char c) { return std::toupper(c); });
-  for (const auto& d : device_table())
-    if (upper.find(d.match) != std::string::npos) return &d;
-  return nullptr;
-}
-
-const DeviceSpec& device_by_name(const std::string& name) {
-  std::string known;
-  for (const auto& d : device_table()) {
-    if (name == d.name) return d;
-    known += known.empty() ? d.name : std::string(", ") + d.name;
-  }
-  throw_input("device", cat("unknown device '", name, "' (known: ", known, ")"));
-}
 
 double bert_train_flops_per_sample(const BertShape& s, double tokens, double masked) {
   const double h = s.hidden, l = s.layers;
@@ -55,36 +28,18 @@ StepPrediction predict_step(const StepInputs& in) {
   return p;
 }
 
-RunPrediction predict_run(const StepPrediction& step, double device_samples_per_s, const RunInputs& in) {
-  BERT_CHECK(in.global_batch > 0 && in.eval_interval_samples > 0, "global batch ", in.global_batch,
-             ", eval interval ", in.eval_interval_samples);
+RunPrediction predict_run(const StepPrediction& step, const RunInputs& in) {
+  BERT_CHECK(in.global_batch > 0 && in.eval_interval_samples > 0 && in.eval_device_samples_per_s > 0,
+             "global batch ", in.global_batch, ", eval interval ", in.eval_interval_samples, ", eval rate ",
+             in.eval_device_samples_per_s);
   RunPrediction r;
   r.steps = in.samples_to_converge / in.global_batch;
   r.evals = in.samples_to_converge / in.eval_interval_samples;
   r.train_s = r.steps * step.step_s;
-  const double eval_once = in.eval_samples / (step.devices * 3.0 * device_samples_per_s) + in.eval_fixed_s;
-  r.eval_s = r.evals * eval_once;
+  r.eval_s = r.evals * (in.eval_samples / (step.devices * in.eval_device_samples_per_s) + in.eval_fixed_s);
   r.startup_s = in.startup_s;
   r.time_to_train_s = r.startup_s + r.train_s + r.eval_s;
   return r;
-}
-
-double calibrate_device_rate(const StepInputs& in, const RunInputs& run, double measured_time_s) {
-  auto time_at = [&](double rate) {
-    StepInputs s = in;
-    s.device_samples_per_s = rate;
-    return predict_run(predict_step(s), rate, run).time_to_train_s;
-  };
-  // The time falls as the rate grows; bisect on a log scale.
-  double lo = 1e-6, hi = 1e9;
-  if (time_at(hi) >= measured_time_s)
-    throw_input("calibration", cat("a measured time of ", measured_time_s,
-                                   " s is shorter than the start-up, evals and communication alone"));
-  for (int i = 0; i < 200; ++i) {
-    const double mid = std::sqrt(lo * hi);
-    (time_at(mid) > measured_time_s ? lo : hi) = mid;
-  }
-  return std::sqrt(lo * hi);
 }
 
 double rcp_mean_samples(const std::vector<RcpPoint>& table, double global_batch, bool* clamped) {
@@ -106,6 +61,55 @@ double rcp_mean_samples(const std::vector<RcpPoint>& table, double global_batch,
 
 double expected_samples_to_converge(double rcp_mean, double eval_interval_samples) {
   return rcp_mean + 0.5 * eval_interval_samples;
+}
+
+std::vector<RcpTable> load_rcp_tables(const std::string& path) {
+  const Json doc = read_json_file(path);
+  JsonFields top(doc, path);
+  top.optional<std::string>("notes", "");
+  const Json& tables = top.raw("tables");
+  top.reject_unknown();
+  if (!tables.is_array() || tables.empty()) throw_input(path, "field 'tables' must be a non-empty array");
+  std::vector<RcpTable> out;
+  for (size_t t = 0; t < tables.size(); ++t) {
+    JsonFields tf(tables[t], cat(path, ": tables[", t, "]"));
+    RcpTable table;
+    const Json& rulesets = tf.raw("rulesets");
+    const Json& points = tf.raw("points");
+    tf.reject_unknown();
+    if (!rulesets.is_array() || rulesets.empty()) throw_input(tf.where(), "'rulesets' must be a non-empty array");
+    for (const Json& r : rulesets) {
+      if (!r.is_string()) throw_input(tf.where(), "'rulesets' holds strings such as \"2.1.0\"");
+      table.rulesets.push_back(r.get<std::string>());
+    }
+    if (!points.is_array() || points.empty()) throw_input(tf.where(), "'points' must be a non-empty array");
+    for (size_t i = 0; i < points.size(); ++i) {
+      JsonFields f(points[i], cat(tf.where(), ": points[", i, "]"));
+      RcpPoint p{f.required<double>("global_batch"), f.required<double>("mean_samples")};
+      f.reject_unknown();
+      if (p.global_batch <= 0 || p.mean_samples <= 0 ||
+          (!table.points.empty() && p.global_batch <= table.points.back().global_batch))
+        throw_input(f.where(), "points need positive values in increasing global_batch order");
+      table.points.push_back(p);
+    }
+    out.push_back(table);
+  }
+  return out;
+}
+
+const RcpTable& rcp_table_for(const std::vector<RcpTable>& tables, const std::string& ruleset) {
+  std::string known;
+  for (const auto& t : tables)
+    for (const auto& r : t.rulesets) {
+      if (r == ruleset) return t;
+      known += known.empty() ? r : ", " + r;
+    }
+  throw_input("RCP", cat("no RCP table for ruleset '", ruleset, "' (known: ", known, ")"));
+}
+
+std::string ruleset_of_round(const std::string& round) {
+  if (round.size() < 2 || round[0] != 'v') throw_input("round", cat("a round is written vX.Y, got '", round, "'"));
+  return round.substr(1) + ".0";
 }
 
 }  // namespace bertperf::perf

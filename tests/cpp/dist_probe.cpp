@@ -23,8 +23,10 @@
 #include "core/errors.h"
 #include "comm/context.h"
 #include "comm/reducer.h"
+#include "reducer_checks.h"
 
 using namespace bertperf;
+using namespace bertperf::testing;
 
 namespace {
 
@@ -47,7 +49,8 @@ int check(DistContext& dist) {
   const int W = dist.size(), r = dist.rank();
   std::cout << "rank=" << r << " size=" << W << " local_rank=" << dist.local_rank() << " local_size="
             << dist.local_size() << " node=" << dist.node() << " nodes=" << dist.nodes() << " host=" << dist.host()
-            << " mpi=" << dist.mpi() << " root=" << dist.is_root() << "\n";
+            << " mpi=" << dist.mpi() << " root=" << dist.is_root() << " launcher=" << launcher_name(dist.launch().launcher)
+            << "\n";
   if (r == 0) std::cout << "describe: " << dist.describe() << "\n";
   const size_t n = 1000;
   auto f = contribution<float>(n, r);
@@ -82,60 +85,13 @@ int check(DistContext& dist) {
   return 0;
 }
 
-// A non-integral value per (rank, element), so sums round.
-float value(int rank, size_t i) {
-  const uint32_t h = static_cast<uint32_t>(i * 2654435761u) ^ static_cast<uint32_t>((rank + 1) * 40503u * 97u);
-  return (static_cast<float>(h % 20001u) - 10000.0f) / 997.0f * static_cast<float>(1 + i % 7);
-}
-
-std::vector<float> values_of(int rank, size_t n) {
-  std::vector<float> v(n);
-  for (size_t i = 0; i < n; ++i) v[i] = value(rank, i);
-  return v;
-}
-
-// got[range] within fp32 rounding of the fp64 sum over ranks.
-void expect_near_sum(const std::vector<float>& got, int ranks, FlatRange range, const std::string& what) {
-  for (size_t i = range.begin; i < range.end; ++i) {
-    double sum = 0, magnitude = 0;
-    for (int r = 0; r < ranks; ++r) {
-      sum += value(r, i);
-      magnitude += std::fabs(value(r, i));
-    }
-    if (std::fabs(got[i] - sum) > ranks * 1.2e-7 * magnitude + 1e-30)
-      throw InternalError(cat(what, ": element ", i, " is ", got[i], ", the sum is ", sum));
-  }
-}
-
-void expect_equal(const std::vector<float>& got, const std::vector<float>& want, FlatRange range,
-                  const std::string& what) {
-  for (size_t i = range.begin; i < range.end; ++i)
-    if (got[i] != want[i]) throw InternalError(cat(what, ": element ", i, " is ", got[i], ", all-reduce gave ", want[i]));
-}
-
-// What the backward does: ranges reported ready from the end of the buffer to its start, of uneven sizes, leaving a
-// hole that only finish() sends.
-void announce(GradReducer& reducer, std::vector<float>& g) {
-  const size_t n = g.size(), hole_begin = n / 3, hole_end = n / 3 + 1000;
-  auto report = [&](size_t begin, size_t end) {
-    if (begin < end) reducer.ready(g.data(), begin, end);
-  };
-  for (size_t end = n, step = 1; end > 0; ++step) {
-    const size_t size = 7919 * step % 20000 + 1, begin = end > size ? end - size : 0;
-    report(begin, std::min(end, hole_begin));
-    report(std::max(begin, hole_end), end);
-    end = begin;
-  }
-}
-
 int reducers(DistContext& dist) {
   const int W = dist.size(), r = dist.rank();
   const size_t n = 250007;
-  std::vector<int64_t> cuts;
-  for (size_t c = 0; c < n; c += 32768) cuts.push_back(static_cast<int64_t>(c));
+  const std::vector<int64_t> cuts = reducer_cuts(n);
   const FlatRange all{0, n};
 
-  auto plain = values_of(r, n);
+  auto plain = reducer_values(r, n);
   make_mpi_reducer(nullptr, dist, DType::F32, {}, n, cuts)->finish(plain.data(), n);
   expect_near_sum(plain, W, all, "all-reduce");
 
@@ -145,8 +101,8 @@ int reducers(DistContext& dist) {
     const auto reducer = make_mpi_reducer(nullptr, dist, DType::F32, o, n, cuts);
     if (r == 0) std::cout << "reducer: " << reducer->describe() << "\n";
     for (int step = 0; step < 2; ++step) {
-      auto g = values_of(r, n);
-      announce(*reducer, g);
+      auto g = reducer_values(r, n);
+      announce(*reducer, g.data(), n);
       reducer->finish(g.data(), n);
       const std::string what = cat("bucketed (", thread ? "thread" : "polled", ") step ", step);
       expect_near_sum(g, W, all, what);
@@ -157,7 +113,7 @@ int reducers(DistContext& dist) {
   {
     const auto reducer = make_mpi_reducer(nullptr, dist, DType::F32, {.algorithm = ReduceAlgorithm::HIERARCHICAL}, n, cuts);
     if (r == 0) std::cout << "reducer: " << reducer->describe() << "\n";
-    auto g = values_of(r, n);
+    auto g = reducer_values(r, n);
     reducer->finish(g.data(), n);
     expect_near_sum(g, W, all, "hierarchical");
     if (W == 2) expect_equal(g, plain, all, "hierarchical");
@@ -175,7 +131,7 @@ int reducers(DistContext& dist) {
         throw InternalError(cat("shard ", p, " starts at ", parts[p].begin, ", not at a chunk"));
     }
     const FlatRange mine = reducer->part(n);
-    auto g = values_of(r, n);
+    auto g = reducer_values(r, n);
     reducer->finish(g.data(), n);
     expect_near_sum(g, W, mine, "reduce-scatter");
     if (W == 2) expect_equal(g, plain, mine, "reduce-scatter");
@@ -185,11 +141,11 @@ int reducers(DistContext& dist) {
     if (partial[0] != 0.25 * W * (W + 1) || partial[1] != -0.5 * W * (W - 1))
       throw InternalError(cat("sharded sum gave ", partial[0], ", ", partial[1]));
     std::vector<float> params(n, -1.0f);
-    for (size_t i = mine.begin; i < mine.end; ++i) params[i] = value(r, i);
+    for (size_t i = mine.begin; i < mine.end; ++i) params[i] = reducer_value(r, i);
     reducer->gather(params.data(), DType::F32);
     for (int p = 0; p < W; ++p)
       for (size_t i = parts[p].begin; i < parts[p].end; ++i)
-        if (params[i] != value(p, i)) throw InternalError(cat("all-gather: element ", i, " is not rank ", p, "'s"));
+        if (params[i] != reducer_value(p, i)) throw InternalError(cat("all-gather: element ", i, " is not rank ", p, "'s"));
   }
   std::cout << "rank " << r << " reducers ok\n";
   return 0;
@@ -221,6 +177,7 @@ int main(int argc, char** argv) {
   try {
     dist = DistContext::create();
     dist->on_peer_failure([](const std::string& line) { std::cout << "peer failure: " << line << std::endl; });
+    dist->barrier();  // no rank fails before rank 0 has its hook (else the watcher ends the job without it)
     if (argc == 2 && !std::strcmp(argv[1], "check")) return check(*dist);
     if (argc == 2 && !std::strcmp(argv[1], "fail")) return fail(*dist);
     if (argc == 2 && !std::strcmp(argv[1], "throw")) return throw_plain(*dist);

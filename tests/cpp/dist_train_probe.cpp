@@ -17,15 +17,10 @@
 #include <vector>
 
 #include "core/errors.h"
-#include "data/reader.h"
 #include "comm/context.h"
-#include "comm/reducer.h"
+#include "harness/reader_plan.h"
 #include "harness/train_config.h"
-#include "harness/train_step.h"
-#include "model/bert.h"
-#include "model/bert_params.h"
-#include "model/param_buffers.h"
-#include "optim/lamb.h"
+#include "harness/train_stack.h"
 
 using namespace bertperf;
 
@@ -34,17 +29,14 @@ namespace {
 int train(DistContext& dist, const std::string& config_path, int steps, const std::string& out) {
   const TrainConfig c = load_train_config(config_path);
   const int W = dist.size(), r = dist.rank(), n = c.grad_accum_steps;
-  if (c.ranks != W) throw_input(config_path, cat("batch.ranks is ", c.ranks, " but the job has ", W, " ranks"));
+  check_job_ranks(c, W);
 
-  ReaderOptions o;
-  o.files = c.train_files;
-  o.batch_rows = c.local_batch_size;
-  o.seq_len = c.seq_len;
-  o.max_predictions = c.max_predictions;
-  o.vocab_size = c.model.vocab_size;
-  o.pad_predictions = false;
-  o.shuffle = false;
-  PretrainingReader reader(o);
+  // The config's data as one rank of one reads it, in file order.
+  ReaderPlan data = reader_plan(c, DataSet::TRAIN, 0, 1);
+  data.options.shuffle = false;
+  data.options.balance = false;
+  data.options.micro_batches = 1;
+  PretrainingReader reader(data.options);
   const int read = std::max(steps, 1);  // STEPS 0: the initial parameters, from a model sized by one batch
   std::vector<Batch> batches(static_cast<size_t>(read) * n);  // this rank's, step by step
   for (int s = 0; s < read; ++s)
@@ -54,36 +46,24 @@ int train(DistContext& dist, const std::string& config_path, int steps, const st
       if (j % W == r) batches[static_cast<size_t>(s) * n + j / W] = std::move(b);
     }
 
-  const std::unique_ptr<Backend> backend = make_backend(c.backend);
-  const TensorTable table = bert_parameter_table(c.model);
-  ParamBuffers params(*backend, table);
-  const auto reducer =
-      make_grad_reducer(*backend, backend->master_dtype(), dist, c.reduction, table.total_elements(), FlatChunks::starts(table));
-  const FlatRange part = reducer->part(table.total_elements());
-  Lamb lamb(*backend, table, c.lamb, part.begin, part.end);
-  BertModel model(*backend, c.model, table, batches[0].capacity);
-  TrainStep step(*backend, model, params, lamb, *reducer,
-                 {.micro_batches = n, .ranks = W, .rank = r, .seed = 7,
-                  .clip = c.clip_after_reduction ? ClipMode::AFTER_REDUCTION : ClipMode::PER_MICRO_BATCH},
-                 batches[0].capacity);
-  FlatTensors host(table);
-  bert_init_parameters(host, c.model, 7);
-  params.upload(host);
-  std::cerr << cat("rank ", r, ": reduction: ", reducer->describe(), "; LAMB state ", lamb.state_bytes(), " bytes\n");
+  TrainStack stack(stack_spec(c, 7, data.capacity), dist);
+  std::cerr << cat("rank ", r, ": reduction: ", stack.reducer().describe(), "; LAMB state ", stack.lamb().state_bytes(),
+                   " bytes\n");
 
   for (int s = 0; s < steps; ++s) {
     std::vector<const Batch*> micro;
     for (int m = 0; m < n; ++m) micro.push_back(&batches[static_cast<size_t>(s) * n + m]);
-    const StepStats stats = step.run(micro, s);
+    const StepStats stats = stack.step().run(micro, s);
     double loss = stats.loss.mlm_loss + stats.loss.nsp_loss;
     dist.allreduce_sum(&loss, 1);
     if (dist.is_root()) std::printf("step %d loss %.17g\n", s + 1, loss / (n * W));
   }
-  params.download(host);
+  FlatTensors host(stack.table());
+  stack.params().download(host);
   if (dist.is_root()) {
     std::ofstream file(out, std::ios::binary);
     file.write(reinterpret_cast<const char*>(host.data()),
-               static_cast<std::streamsize>(table.total_elements() * sizeof(float)));
+               static_cast<std::streamsize>(stack.table().total_elements() * sizeof(float)));
     BERT_CHECK(file.good(), "writing ", out);
   }
   return 0;

@@ -8,27 +8,18 @@
 #include <cstdint>
 #include <memory>
 #include <random>
+#include <string>
 
-#include "backends/backend.h"
+#include "backends/registry.h"
 #include "data/batch.h"
-#include "model/batch_stage.h"
-#include "model/bert.h"
-#include "model/bert_params.h"
-#include "model/param_buffers.h"
+#include "harness/train_stack.h"
+#include "tiny_bert.h"
 
 namespace bertperf {
 
 inline BertConfig small_config(float dropout) {
-  BertConfig c;
-  c.vocab_size = 1000;
-  c.hidden_size = 256;
-  c.num_hidden_layers = 2;
-  c.num_attention_heads = 4;  // head size 64, as BERT-large
-  c.intermediate_size = 1024;
-  c.max_position_embeddings = 128;
-  c.hidden_dropout_prob = dropout;
-  c.attention_probs_dropout_prob = dropout;
-  return c;
+  return testing::tiny_bert({.vocab = 1000, .hidden = 256, .heads = 4, .intermediate = 1024, .positions = 128,
+                             .dropout = dropout});
 }
 
 // `rows` packed rows of 128 tokens, 1 to 3 sequences of random lengths each, 15% predictions; filler after them.
@@ -43,51 +34,59 @@ inline Batch packed_batch(int rows, int V, uint32_t seed) {
     for (int q = 0; q < k; ++q) {
       const int len = q + 1 == k ? left : std::max(8, int(rng() % (left - 8 * (k - q - 1))));
       left -= len;
-      const int first = b.tokens;
-      b.cu_seqlens.push_back(first);
-      for (int t = 0; t < len; ++t) {
-        b.input_ids.push_back(5 + int(rng() % (V - 5)));
-        b.segment_ids.push_back(t >= len / 2);
-        b.position_ids.push_back(t);
-      }
+      std::vector<int32_t> ids(len), positions, labels;
+      for (int32_t& id : ids) id = 5 + int(rng() % (V - 5));
       const int predictions = std::max(1, std::min(kMaxPredictions / k, int(0.15 * len)));
       for (int p = 0; p < predictions; ++p) {
-        b.mlm_positions.push_back(first + 1 + int(rng() % (len - 1)));
-        b.mlm_labels.push_back(5 + int(rng() % (V - 5)));
-        b.mlm_weights.push_back(1.0f);
+        positions.push_back(1 + int(rng() % (len - 1)));
+        labels.push_back(5 + int(rng() % (V - 5)));
       }
-      b.nsp_labels.push_back(int(rng() % 2));
-      b.tokens += len;
-      b.sequences += 1;
+      append_sequence(b, ids, positions, labels, int(rng() % 2));
     }
   }
   fill_to_capacity(b);
   return b;
 }
 
+// A training stack of one rank for the small BERT on `backend`, from the parameters of seed 7 with dropout seed 5 and
+// LAMB at learning rate 1e-3 over 100 steps, sized for `capacity`.
+inline TrainStack small_stack(const BackendSpec& backend, const BertConfig& config, BatchCapacity capacity,
+                              bool capture = true) {
+  static const std::unique_ptr<DistContext> one_rank = DistContext::single();
+  TrainStackSpec spec;
+  spec.model = config;
+  spec.backend = backend;
+  spec.backend.capture = capture;
+  spec.lamb.learning_rate = 1e-3;
+  spec.lamb.train_steps = 100;
+  spec.seed = 5;
+  spec.init_seed = 7;
+  spec.train_capacity = capacity;
+  return TrainStack(spec, *one_rank);
+}
+
 struct Gradients {
+  std::string backend;  // its description
   double loss = 0;
   std::unique_ptr<FlatTensors> grads;
 };
 
 // One forward and backward (dropout as the config says) on `backend` from the parameters of seed 7.
-inline Gradients forward_backward(Backend& backend, const BertConfig& config, const TensorTable& table,
-                                  const Batch& batch) {
-  FlatTensors init(table);
-  bert_init_parameters(init, config, 7);
-  ParamBuffers params(backend, table);
-  params.upload(init);
-  BertModel model(backend, config, table, batch.capacity);
-  BatchStage stage(backend, batch.capacity);
+inline Gradients forward_backward(const BackendSpec& backend, const BertConfig& config, const Batch& batch) {
+  TrainStack stack = small_stack(backend, config, batch.capacity);
+  ParamBuffers& params = stack.params();
+  BertModel& model = stack.model();
+  BatchStage stage(stack.backend(), batch.capacity);
   const DeviceBatch& device = stage.stage(batch, LossWeighting::MEAN);
   model.zero_stats();
   model.forward(device, params.weights(), true, nullptr, 0);
-  backend.fill_zero(params.grads(), params.elements() * dtype_size(backend.master_dtype()));
+  stack.backend().fill_zero(params.grads(), params.elements() * dtype_size(stack.backend().master_dtype()));
   model.backward(device, params.weights(), params.grads(), 1.0f);
   Gradients out;
+  out.backend = stack.backend().describe();
   const LossStats s = model.read_stats();
   out.loss = s.mlm_loss + s.nsp_loss;
-  out.grads = std::make_unique<FlatTensors>(table);
+  out.grads = std::make_unique<FlatTensors>(stack.table());
   params.download_grads(*out.grads);
   return out;
 }

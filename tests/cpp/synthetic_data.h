@@ -1,16 +1,16 @@
 // Small learnable pretraining data for tests that train: segment A repeats one word and segment B
 // another (the next word id for "IsNext", a random one otherwise), so a masked token is predictable
 // from the rest of its segment and the NSP label from the two words; a tiny model's loss falls
-// within a few dozen steps. Written in the variable-length MLPerf layout, and a
-// matching config (benchmark.json + config.json) in a scratch folder.
+// within a few dozen steps. Written in the variable-length MLPerf layout, and the tiny BERT's config
+// (tiny_bert.h: benchmark.json + config.json) beside it in a scratch folder.
 #pragma once
 
 #include <filesystem>
-#include <fstream>
 #include <random>
 #include <string>
 
 #include "data/layouts.h"
+#include "tiny_bert.h"
 
 namespace bertperf::testing {
 
@@ -62,35 +62,16 @@ struct SyntheticRun {
   std::string config_path;
 };
 
-// Writes train and eval shards, benchmark.json and config.json under `dir` for a tiny BERT.
-// `overrides` is spliced into the config's top level (e.g. "\"max_samples\": 640,").
-inline SyntheticRun write_synthetic_run(const std::filesystem::path& dir, const std::string& overrides = "") {
-  std::filesystem::create_directories(dir);
-  const int seq_len = 32, vocab = 64, predictions = 5;
-  write_varlength((dir / "train.hdf5").string(), synthetic_sequences(512, seq_len, vocab, predictions, 1));
-  write_varlength((dir / "eval.hdf5").string(), synthetic_sequences(64, seq_len, vocab, predictions, 2));
-  std::ofstream(dir / "benchmark.json") << R"({
-  "name": "synthetic", "submission_benchmark": "bert", "division": "open",
-  "description": "test data", "notes": "", "target_accuracy": 0.5, "eval_samples": 64,
-  "eval_interval": {"scale": 1.0, "per_global_batch_sample": 0.0, "offset": 256, "round_down_to": 1},
-  "runs": 2
-})";
-  const std::string config = (dir / "config.json").string();
-  std::ofstream(config) << R"({
-  "benchmark": "synthetic", "system": "test_cpu", )" << overrides << R"(
-  "bert_config": {"vocab_size": 64, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4,
-                  "intermediate_size": 64, "hidden_act": "gelu", "hidden_dropout_prob": 0.1,
-                  "attention_probs_dropout_prob": 0.1, "max_position_embeddings": 64, "type_vocab_size": 2,
-                  "initializer_range": 0.02},
-  "data": {"train_files": ["train.hdf5"], "eval_file": "eval.hdf5", "seq_len": 32, "max_predictions": 5,
-           "packed": false},
-  "batch": {"local_batch_size": 8, "grad_accum_steps": 1, "ranks": 1},
-  "backend": {"name": "cpu", "threads": 1},
-  "lamb": {"learning_rate": 0.01, "beta1": 0.9, "beta2": 0.999, "epsilon": 1e-06, "weight_decay": 0.01,
-           "max_grad_norm": 1.0, "train_steps": 1000, "warmup_steps": 0, "start_warmup_step": 0, "poly_power": 1.0},
-  "eval": {"batch_size": 16}
-})";
-  return {dir, config};
+// Writes train and eval shards, benchmark.json and config.json under `dir` for the tiny BERT (tiny_bert.h); `patch`
+// changes the config (e.g. {{"max_samples", 640}}).
+inline SyntheticRun write_synthetic_run(const std::filesystem::path& dir,
+                                        const nlohmann::ordered_json& patch = nlohmann::ordered_json::object()) {
+  const TinyBert model;
+  const int seq_len = 32, predictions = 5;
+  write_tiny_benchmark(dir);
+  write_varlength((dir / "train.hdf5").string(), synthetic_sequences(512, seq_len, model.vocab, predictions, 1));
+  write_varlength((dir / "eval.hdf5").string(), synthetic_sequences(64, seq_len, model.vocab, predictions, 2));
+  return {dir, write_tiny_config(dir / "config.json", patch)};
 }
 
 }  // namespace bertperf::testing

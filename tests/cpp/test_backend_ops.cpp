@@ -1114,9 +1114,6 @@ TEST_P(BackendOps, DropoutMasksHaveTheirRateAndScale) {
   }
 }
 
-// The naive bf16 reference that a bf16 backend is held to, checked here so that it is right before one is: its
-// results are bf16 numbers, their error against fp64 is of bf16 size, and the 2x criterion separates an error of
-// 1.5x from one of 3x.
 // Where "cuda" cannot run (no CUDA in this build, or no device), asking for it is one clear line naming it.
 TEST(CudaBackendChoice, WithoutADeviceIsOneInputErrorLine) {
   const std::vector<std::string> here = available_backends();
@@ -1132,6 +1129,9 @@ TEST(CudaBackendChoice, WithoutADeviceIsOneInputErrorLine) {
   }
 }
 
+// The naive bf16 reference that a bf16 backend is held to, checked here so that it is right before one is: its
+// results are bf16 numbers, their error against fp64 is of bf16 size, and the 2x criterion separates an error of
+// 1.5x from one of 3x.
 TEST(NaiveBf16Reference, RoundsWhereTheBackendKeepsBf16AndBoundsTheError) {
   EXPECT_EQ(round_bf16(1.0f), 1.0f);
   EXPECT_EQ(round_bf16(1.0f + 1.0f / 256), 1.0f);                 // a tie rounds to even

@@ -8,11 +8,7 @@
 
 #include "backends/registry.h"
 #include "core/hdf5.h"
-#include "comm/reducer.h"
-#include "harness/train_step.h"
-#include "model/bert.h"
-#include "model/param_buffers.h"
-#include "optim/lamb.h"
+#include "harness/train_stack.h"
 #include "optim/lr_schedule.h"
 
 namespace bertperf {
@@ -85,9 +81,26 @@ Batch compact(const h5::File& file) {
 struct Golden {
   h5::File file = h5::File::open(kGolden);
   BertConfig config = bert_config_from_json(Json::parse(file.attr_string("", "bert_config")), kGolden);
-  TensorTable table = bert_parameter_table(config);
   Batch batch = compact(file);
-  std::unique_ptr<Backend> backend = make_backend(backend_spec("cpu"));
+  std::unique_ptr<DistContext> dist = DistContext::single();
+  // The training stack on the CPU (dropout seed 0), sized for the dump's batch, from the dump's parameters.
+  TrainStack stack{spec(), *dist};
+  const TensorTable& table = stack.table();
+  Backend& backend = stack.backend();
+
+  Golden() {
+    FlatTensors host(table);
+    load(host, "param/");
+    stack.params().upload(host);
+  }
+  TrainStackSpec spec() const {
+    TrainStackSpec s;
+    s.model = config;
+    s.backend = backend_spec("cpu");
+    s.lamb = lamb();
+    s.train_capacity = batch.capacity;
+    return s;
+  }
 
   void load(FlatTensors& flat, const std::string& prefix) const {
     for (const TensorInfo& t : table.tensors()) {
@@ -124,12 +137,10 @@ std::vector<float> download_rows(Backend& backend, const void* src, int rows, in
 
 TEST(BertGolden, LogitsLossesAndGradientsMatchPyTorch) {
   Golden g;
-  FlatTensors host(g.table), grads(g.table);
-  g.load(host, "param/");
-  ParamBuffers params(*g.backend, g.table);
-  params.upload(host);
-  BertModel model(*g.backend, g.config, g.table, g.batch.capacity);
-  BatchStage stage(*g.backend, g.batch.capacity);
+  FlatTensors grads(g.table);
+  ParamBuffers& params = g.stack.params();
+  BertModel& model = g.stack.model();
+  BatchStage stage(g.backend, g.batch.capacity);
   const DeviceBatch& batch = stage.stage(g.batch, LossWeighting::MEAN);
   model.zero_stats();
   model.forward(batch, params.weights(), /*training=*/false, nullptr, 0);
@@ -137,13 +148,13 @@ TEST(BertGolden, LogitsLossesAndGradientsMatchPyTorch) {
 
   EXPECT_NEAR(out.mlm_loss, g.read_double("mlm_loss"), 1e-4 * out.mlm_loss);
   EXPECT_NEAR(out.nsp_loss, g.read_double("nsp_loss"), 1e-4 * out.nsp_loss);
-  const std::vector<float> mlm = download_rows(*g.backend, model.mlm_logits(), g.batch.predictions,
+  const std::vector<float> mlm = download_rows(g.backend, model.mlm_logits(), g.batch.predictions,
                                                g.config.vocab_size, model.mlm_logits_stride());
   EXPECT_LT(relative_error(mlm.data(), g.file.read<double>("mlm_logits")), 1e-4);
-  const std::vector<float> nsp = download_rows(*g.backend, model.nsp_logits(), g.batch.sequences, 2, 2);
+  const std::vector<float> nsp = download_rows(g.backend, model.nsp_logits(), g.batch.sequences, 2, 2);
   EXPECT_LT(relative_error(nsp.data(), g.file.read<double>("nsp_logits")), 1e-4);
 
-  g.backend->fill_zero(params.grads(), params.elements() * sizeof(float));
+  g.backend.fill_zero(params.grads(), params.elements() * sizeof(float));
   model.backward(batch, params.weights(), params.grads(), 1.0f);
   params.download_grads(grads);
   for (const TensorInfo& t : g.table.tensors()) {
@@ -156,20 +167,14 @@ TEST(BertGolden, LogitsLossesAndGradientsMatchPyTorch) {
 // update.
 TEST(BertGolden, ThreeLambStepsMatchPyTorch) {
   Golden g;
-  FlatTensors host(g.table);
-  g.load(host, "param/");
   const LambHyperparams hp = g.lamb();
   const auto ref_loss = g.file.read<double>("lamb_steps/loss");
   const auto ref_lr = g.file.read<double>("lamb_steps/lr");
   const auto ref_norm = g.file.read<double>("lamb_steps/grad_norm");
   const int steps = static_cast<int>(g.file.attr_int("", "lamb_steps"));
-  ParamBuffers params(*g.backend, g.table);
-  params.upload(host);
-  BertModel model(*g.backend, g.config, g.table, g.batch.capacity);
-  Lamb lamb(*g.backend, g.table, hp);
-  const auto dist = DistContext::single();
-  const auto reducer = make_grad_reducer(*g.backend, g.backend->master_dtype(), *dist);
-  TrainStep step(*g.backend, model, params, lamb, *reducer, {}, g.batch.capacity);
+  ParamBuffers& params = g.stack.params();
+  BertModel& model = g.stack.model();
+  TrainStep& step = g.stack.step();
   for (int s = 0; s < steps; ++s) {
     // The dump's model has no dropout, so the training step's forward is the reference's.
     const StepStats out = step.run({&g.batch}, s);
@@ -178,11 +183,12 @@ TEST(BertGolden, ThreeLambStepsMatchPyTorch) {
     EXPECT_NEAR(out.grad_norm, ref_norm[s], 1e-4 * ref_norm[s]) << "step " << s;
     EXPECT_NEAR(learning_rate(hp, s), ref_lr[s], 1e-12) << "step " << s;
   }
-  BatchStage stage(*g.backend, g.batch.capacity);
+  BatchStage stage(g.backend, g.batch.capacity);
   model.zero_stats();
   model.forward(stage.stage(g.batch, LossWeighting::MEAN), params.weights(), false, nullptr, 0);
   const LossStats final_out = model.read_stats();
   EXPECT_NEAR(final_out.mlm_loss + final_out.nsp_loss, ref_loss[steps], 1e-4 * ref_loss[steps]);
+  FlatTensors host(g.table);
   params.download(host);
   for (const TensorInfo& t : g.table.tensors()) {
     EXPECT_LT(relative_error(host.get(t), g.file.read<double>("lamb3/" + t.name)), 1e-4) << t.name;

@@ -15,6 +15,7 @@
 #include "core/hdf5.h"
 #include "model/bert_params.h"
 #include "temp_dir.h"
+#include "tiny_bert.h"
 
 namespace bertperf {
 namespace {
@@ -22,14 +23,7 @@ namespace {
 namespace fs = std::filesystem;
 
 BertConfig tiny_config() {
-  BertConfig c;
-  c.vocab_size = 50;
-  c.hidden_size = 8;
-  c.num_hidden_layers = 2;
-  c.num_attention_heads = 2;
-  c.intermediate_size = 16;
-  c.max_position_embeddings = 16;
-  return c;
+  return testing::tiny_bert({.vocab = 50, .hidden = 8, .heads = 2, .intermediate = 16, .positions = 16});
 }
 
 class CheckpointTest : public ::testing::Test {

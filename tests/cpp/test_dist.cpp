@@ -22,10 +22,6 @@
 #include "comm/reducer.h"
 #include "temp_dir.h"
 
-#ifdef BERTPERF_HAVE_NCCL
-#include <cuda_runtime.h>
-#endif
-
 using namespace bertperf;
 using bertperf::testing::TempDir;
 
@@ -217,6 +213,7 @@ TEST(DistJob, TwoRanksUnderMpirun) {
     EXPECT_EQ(f.at("host"), this_host());
     EXPECT_EQ(f.at("mpi"), "1");
     EXPECT_EQ(f.at("root"), rank == 0 ? "1" : "0");
+    EXPECT_EQ(f.at("launcher"), "mpirun");
     EXPECT_NE(job.out.find(cat("rank ", rank, " ok")), std::string::npos) << job.out;
   }
   EXPECT_NE(job.out.find("describe: MPI, 2 ranks on 1 node"), std::string::npos) << job.out;
@@ -392,71 +389,182 @@ TEST(DistJob, ReducersUnderMpirun) {
 #endif
 }
 
-#ifdef BERTPERF_HAVE_NCCL
-// The device part of a GPU backend as far as a reducer needs it: CUDA events on the legacy default stream, which the
-// test's plain cudaMemcpy calls are ordered with.
-class DefaultStreamDevice final : public Device {
- public:
-  DefaultStreamDevice() { caps_.asynchronous = true, caps_.host_memory = false; }
-  const Capabilities& capabilities() const override { return caps_; }
-  void* allocate(size_t, MemoryKind) override { throw InternalError("not used by the reducer"); }
-  void deallocate(void*, MemoryKind) noexcept override {}
-  void upload(void*, const void*, size_t) override { throw InternalError("not used by the reducer"); }
-  void download(void*, const void*, size_t) override { throw InternalError("not used by the reducer"); }
-  void copy(void*, const void*, size_t) override { throw InternalError("not used by the reducer"); }
-  void fill_zero(void*, size_t) override { throw InternalError("not used by the reducer"); }
-  void convert(void*, DType, const void*, DType, size_t) override { throw InternalError("not used by the reducer"); }
-  void synchronize() override { cudaDeviceSynchronize(); }
-  std::unique_ptr<Event> make_event() override { return std::make_unique<CudaEvent>(); }
-  void record(Event& e) override { cudaEventRecord(static_cast<cudaEvent_t>(e.native()), nullptr); }
-  void wait(Event& e) override { cudaStreamWaitEvent(nullptr, static_cast<cudaEvent_t>(e.native()), 0); }
-  void host_wait(Event& e) override { cudaEventSynchronize(static_cast<cudaEvent_t>(e.native())); }
+namespace {
 
- private:
-  struct CudaEvent final : Event {
-    cudaEvent_t event = nullptr;
-    CudaEvent() { cudaEventCreateWithFlags(&event, cudaEventDisableTiming); }
-    ~CudaEvent() override { cudaEventDestroy(event); }
-    void* native() override { return event; }
+// read_launch_identity over a table instead of this process's environment.
+LaunchIdentity identity_of(const std::map<std::string, std::string>& vars) {
+  return read_launch_identity([&](const char* name) -> const char* {
+    const auto it = vars.find(name);
+    return it == vars.end() ? nullptr : it->second.c_str();
+  });
+}
+
+std::string input_error_of(const std::map<std::string, std::string>& vars) {
+  try {
+    identity_of(vars);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+// What launchers set, as their documentation says: Open MPI's mpirun OMPI_COMM_WORLD_{SIZE,RANK,LOCAL_RANK,
+// LOCAL_SIZE}; Slurm's srun SLURM_STEP_NUM_TASKS, SLURM_PROCID, SLURM_LOCALID, SLURM_NODEID, SLURM_STEP_NUM_NODES,
+// and PMIX_RANK with --mpi=pmix; a batch script's own shell SLURM_JOB_ID and SLURM_PROCID but no step.
+TEST(LaunchIdentity, ReadsWhatEachLauncherSays) {
+  const LaunchIdentity none = identity_of({});
+  EXPECT_FALSE(none.launched());
+  EXPECT_FALSE(none.several);
+  EXPECT_FALSE(none.slurm_allocation);
+  EXPECT_FALSE(none.rank.value);
+
+  const LaunchIdentity mpirun = identity_of({{"OMPI_COMM_WORLD_SIZE", "4"}, {"OMPI_COMM_WORLD_RANK", "2"},
+                                             {"OMPI_COMM_WORLD_LOCAL_RANK", "0"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}});
+  EXPECT_EQ(mpirun.launcher, Launcher::MPIRUN);
+  EXPECT_EQ(mpirun.tasks, 4);
+  EXPECT_TRUE(mpirun.several);
+  EXPECT_EQ(mpirun.source, "OMPI_COMM_WORLD_SIZE=4");
+  EXPECT_EQ(mpirun.rank.value, 2);
+  EXPECT_STREQ(mpirun.rank.var, "OMPI_COMM_WORLD_RANK");
+  EXPECT_EQ(mpirun.local_rank.value, 0);
+  EXPECT_EQ(mpirun.local_size.value, 2);
+  EXPECT_FALSE(mpirun.node.value);  // mpirun does not number nodes
+
+  const std::map<std::string, std::string> step = {
+      {"SLURM_JOB_ID", "17"},         {"SLURM_STEP_NUM_TASKS", "4"}, {"SLURM_NTASKS", "4"},
+      {"SLURM_PROCID", "3"},          {"SLURM_LOCALID", "1"},        {"SLURM_NODEID", "1"},
+      {"SLURM_STEP_NUM_NODES", "2"},  {"SLURM_NNODES", "5"},         {"PMIX_RANK", "3"}};
+  const LaunchIdentity srun = identity_of(step);
+  EXPECT_EQ(srun.launcher, Launcher::SRUN);
+  EXPECT_STREQ(launcher_name(srun.launcher), "srun");
+  EXPECT_EQ(srun.tasks, 4);
+  EXPECT_TRUE(srun.slurm_allocation);
+  EXPECT_FALSE(srun.srun_without_pmi);
+  EXPECT_EQ(srun.rank.value, 3);
+  EXPECT_EQ(srun.local_rank.value, 1);
+  EXPECT_EQ(srun.node.value, 1);
+  EXPECT_EQ(srun.nodes.value, 2);  // the step's nodes, not the allocation's
+  EXPECT_STREQ(srun.nodes.var, "SLURM_STEP_NUM_NODES");
+  EXPECT_EQ(srun.size.value, 4);
+  EXPECT_EQ(srun.size2.value, 4);
+  // Without the step's node count, the allocation's.
+  auto older = step;
+  older.erase("SLURM_STEP_NUM_NODES");
+  EXPECT_STREQ(identity_of(older).nodes.var, "SLURM_NNODES");
+  // srun without an MPI plugin: no PMIx or PMI contact for several tasks; one task needs none.
+  auto bare = step;
+  bare.erase("PMIX_RANK");
+  EXPECT_TRUE(identity_of(bare).srun_without_pmi);
+  bare["PMI_FD"] = "5";
+  EXPECT_FALSE(identity_of(bare).srun_without_pmi);
+  EXPECT_FALSE(identity_of({{"SLURM_STEP_NUM_TASKS", "1"}}).srun_without_pmi);
+
+  // mpirun inside an srun step: mpirun's account wins.
+  auto nested = step;
+  nested.insert({{"OMPI_COMM_WORLD_SIZE", "8"}, {"OMPI_COMM_WORLD_RANK", "5"}});
+  const LaunchIdentity inner = identity_of(nested);
+  EXPECT_EQ(inner.launcher, Launcher::MPIRUN);
+  EXPECT_EQ(inner.tasks, 8);
+  EXPECT_EQ(inner.rank.value, 5);
+  EXPECT_FALSE(inner.node.value);
+
+  // A batch script's shell is inside an allocation but no launcher started it.
+  const LaunchIdentity batch = identity_of({{"SLURM_JOB_ID", "17"}, {"SLURM_PROCID", "0"}, {"SLURM_NNODES", "2"}});
+  EXPECT_FALSE(batch.launched());
+  EXPECT_TRUE(batch.slurm_allocation);
+  EXPECT_FALSE(batch.rank.value);
+
+  // PMI and PMIx alone.
+  const LaunchIdentity pmi = identity_of({{"PMI_SIZE", "8"}, {"PMI_RANK", "1"}});
+  EXPECT_EQ(pmi.launcher, Launcher::PMI);
+  EXPECT_EQ(pmi.tasks, 8);
+  EXPECT_TRUE(identity_of({{"PMIX_RANK", "1"}}).several);
+  EXPECT_FALSE(identity_of({{"PMIX_RANK", "0"}}).several);
+  EXPECT_EQ(identity_of({{"PMIX_RANK", "0"}}).launcher, Launcher::PMIX);
+
+  // Values that are not numbers: one line naming the variable.
+  EXPECT_EQ(input_error_of({{"OMPI_COMM_WORLD_SIZE", "0"}}), "OMPI_COMM_WORLD_SIZE: '0' is not a number of tasks");
+  EXPECT_EQ(input_error_of({{"SLURM_STEP_NUM_TASKS", "2"}, {"SLURM_LOCALID", "x"}}), "SLURM_LOCALID: 'x' is not a count");
+  EXPECT_EQ(input_error_of({{"OMPI_COMM_WORLD_SIZE", "2"}, {"OMPI_COMM_WORLD_RANK", "-1"}}),
+            "OMPI_COMM_WORLD_RANK: '-1' is not a count");
+}
+
+TEST(DistContext, KeepsHowItWasLaunched) {
+  ScopedEnv env;
+  env.no_launcher();
+  env.set("SLURM_JOB_ID", "99");
+  const auto dist = DistContext::create();
+  EXPECT_FALSE(dist->launch().launched());
+  EXPECT_TRUE(dist->launch().slurm_allocation);
+  EXPECT_EQ(dist->fewest_local(), 1);
+  EXPECT_EQ(dist->most_local(), 1);
+}
+
+// The hierarchy's parts: equal, laid out rank by rank (what NCCL's in-place reduce-scatter and all-gather need),
+// the remainder left as a tail.
+TEST(Parts, EvenSplitAndTheEqualLayout) {
+  const EvenSplit ten = even_split(10, 3);
+  EXPECT_EQ(ten.parts, (std::vector<FlatRange>{{0, 3}, {3, 6}, {6, 9}}));
+  EXPECT_EQ(ten.tail, (FlatRange{9, 10}));
+  EXPECT_EQ(equal_part_count(ten.parts), 3u);
+  const EvenSplit exact = even_split(12, 4);
+  EXPECT_EQ(exact.tail.size(), 0u);
+  EXPECT_EQ(equal_part_count(exact.parts), 3u);
+  // Fewer elements than ranks: all tail.
+  const EvenSplit small = even_split(2, 4);
+  EXPECT_EQ(small.tail, (FlatRange{0, 2}));
+  EXPECT_EQ(equal_part_count(small.parts), 0u);
+  EXPECT_EQ(even_split(7, 1).parts, (std::vector<FlatRange>{{0, 7}}));
+  // The sharded update's parts, cut at chunks, are not the equal layout; neither is a part that does not start at 0.
+  EXPECT_EQ(equal_part_count(split_flat(100, {0, 10, 25, 40, 70, 90}, 3)), 0u);
+  EXPECT_EQ(equal_part_count({{7, 100}}), 0u);
+  EXPECT_EQ(equal_part_count({{0, 100}}), 100u);
+  EXPECT_EQ(equal_part_count({}), 0u);
+}
+
+// 2 nodes x 2 ranks, world ranks 0 1 on node 0 and 2 3 on node 1: the node groups {0,1} {2,3} by local rank, the
+// cross groups {0,2} {1,3} by node.
+TEST(Groups, SplitsByNodeAndByLocalRank) {
+  std::map<std::pair<int, int>, std::vector<std::pair<int, int>>> members;  // (group, color) -> (key, rank)
+  for (int rank = 0; rank < 4; ++rank)
+    for (Group g : {Group::WORLD, Group::NODE, Group::CROSS}) {
+      const GroupSplit s = group_split(g, rank, rank / 2, rank % 2);
+      members[{static_cast<int>(g), s.color}].push_back({s.key, rank});
+    }
+  auto ranks_of = [&](Group g, int color) {
+    auto m = members[{static_cast<int>(g), color}];
+    std::sort(m.begin(), m.end());  // by key: the order inside the group
+    std::vector<int> out;
+    for (auto& [key, rank] : m) out.push_back(rank);
+    return out;
   };
-  Capabilities caps_;
-};
-#endif
+  EXPECT_EQ(ranks_of(Group::WORLD, 0), (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_EQ(ranks_of(Group::NODE, 0), (std::vector<int>{0, 1}));
+  EXPECT_EQ(ranks_of(Group::NODE, 1), (std::vector<int>{2, 3}));
+  EXPECT_EQ(ranks_of(Group::CROSS, 0), (std::vector<int>{0, 2}));
+  EXPECT_EQ(ranks_of(Group::CROSS, 1), (std::vector<int>{1, 3}));
+  EXPECT_EQ(members.size(), 5u);
 
-// The NCCL reducer on one GPU: a communicator of one rank, bucketed on its own stream, gives back what it was handed
-// (the sum over one rank) and sums partial norms. The device check runs it where a GPU is present.
-TEST(NcclReducer, OneGpuSmoke) {
-#ifndef BERTPERF_HAVE_NCCL
-  GTEST_SKIP() << "built without NCCL (it needs the CUDA toolkit, NCCL and MPI)";
-#else
-  int devices = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) GTEST_SKIP() << "no CUDA device here";
-  auto dist = DistContext::single();
-  DefaultStreamDevice device;
-  const size_t n = 300001;
-  const auto reducer = make_nccl_reducer(device, *dist, DType::F32,
-                                         {.algorithm = ReduceAlgorithm::BUCKETED, .bucket_mb = 0.25}, 0, n);
-  EXPECT_NE(reducer->describe().find("over NCCL"), std::string::npos) << reducer->describe();
-  std::vector<float> host(n);
-  for (size_t i = 0; i < n; ++i) host[i] = static_cast<float>(i % 1013) * 0.37f - 100.0f;
-  float* grads = nullptr;
-  double* norms = nullptr;
-  ASSERT_EQ(cudaMalloc(&grads, n * sizeof(float)), cudaSuccess);
-  ASSERT_EQ(cudaMalloc(&norms, 2 * sizeof(double)), cudaSuccess);
-  ASSERT_EQ(cudaMemcpy(grads, host.data(), n * sizeof(float), cudaMemcpyHostToDevice), cudaSuccess);
-  const double partial[2] = {1.5, -2.25};
-  ASSERT_EQ(cudaMemcpy(norms, partial, sizeof partial, cudaMemcpyHostToDevice), cudaSuccess);
-  reducer->ready(grads, n / 2, n);
-  reducer->finish(grads, n);
-  reducer->sum(norms, 2);
-  std::vector<float> back(n);
-  double summed[2] = {};
-  ASSERT_EQ(cudaMemcpy(back.data(), grads, n * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
-  ASSERT_EQ(cudaMemcpy(summed, norms, sizeof summed, cudaMemcpyDeviceToHost), cudaSuccess);
-  EXPECT_EQ(back, host);
-  EXPECT_EQ(summed[0], 1.5);
-  EXPECT_EQ(summed[1], -2.25);
-  cudaFree(grads);
-  cudaFree(norms);
-#endif
+  EXPECT_NO_THROW(check_uniform_nodes(2, 2));
+  try {
+    check_uniform_nodes(1, 3);
+    FAIL() << "nodes of 1 to 3 ranks were accepted for a hierarchy";
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "distributed: reduction: hierarchical reduction needs as many ranks on every node, but nodes have from "
+              "1 to 3; use \"allreduce\" or \"bucketed\"");
+  }
+}
+
+TEST(Reduction, TransportOptionsFollowTheAlgorithm) {
+  EXPECT_FALSE(transport_options({}).overlap);
+  EXPECT_FALSE(transport_options({}).hierarchy);
+  EXPECT_TRUE(transport_options({.algorithm = ReduceAlgorithm::BUCKETED}).overlap);
+  EXPECT_FALSE(transport_options({.algorithm = ReduceAlgorithm::BUCKETED, .thread = false}).thread);
+  EXPECT_TRUE(transport_options({.algorithm = ReduceAlgorithm::HIERARCHICAL}).hierarchy);
+  EXPECT_FALSE(transport_options({.algorithm = ReduceAlgorithm::HIERARCHICAL}).overlap);
+  // A sharded reducer reduce-scatters the whole buffer at finish.
+  EXPECT_FALSE(transport_options({.algorithm = ReduceAlgorithm::BUCKETED, .shard_optimizer = true}).overlap);
 }

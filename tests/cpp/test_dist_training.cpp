@@ -3,7 +3,8 @@
 // parameter within 1e-5, for each reduction (plain all-reduce, bucketed and overlapped with the backward,
 // hierarchical, sharded LAMB) in the clip modes it runs in. Under `mpirun -np 2` on this host, and as 2 hosts x 2
 // ranks over TCP between network namespaces (scripts/netns_hosts.sh), skipped with the reason where this machine
-// does not permit them. cpu-bf16 under `mpirun -np 2` too, at bf16's precision.
+// does not permit them. cpu-bf16 under `mpirun -np 2` too, at bf16's precision. Two ranks on cpu-async (the backend's work queued on a thread, with random delays, so MPI
+// must wait for the backend's events before it touches a gradient) train as one rank on the cpu backend.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -63,43 +64,25 @@ const Case kCases[] = {
     {"sharded-after", R"({"algorithm": "allreduce", "shard_optimizer": true})", true, "sharded (ZeRO-1)"},
 };
 
-// Train data, benchmark.json and configs for a tiny BERT with dropout.
+// Train data, benchmark.json and configs for the tiny BERT (tiny_bert.h, with dropout).
 class TrainFiles {
  public:
   explicit TrainFiles(const fs::path& dir) : dir_(dir) {
-    fs::create_directories(dir);
+    bertperf::testing::write_tiny_benchmark(dir, 16, 1);
     write_varlength((dir / "train.hdf5").string(), bertperf::testing::synthetic_sequences(640, 32, 64, 5, 1));
     write_varlength((dir / "eval.hdf5").string(), bertperf::testing::synthetic_sequences(16, 32, 64, 5, 2));
-    std::ofstream(dir / "benchmark.json") << R"({
-  "name": "synthetic", "submission_benchmark": "bert", "division": "open", "target_accuracy": 0.5,
-  "eval_samples": 16, "eval_interval": {"scale": 1.0, "per_global_batch_sample": 0.0, "offset": 256,
-  "round_down_to": 1}, "runs": 1
-})";
   }
 
   // A config of `ranks` x `accum` micro-batches of 8 sequences.
   std::string config(const std::string& name, int ranks, int accum, bool after_reduction, const std::string& reduction,
                      const std::string& backend = R"({"name": "cpu", "threads": 1})") const {
-    const std::string path = (dir_ / (name + ".json")).string();
-    std::ofstream(path) << R"({
-  "benchmark": "synthetic", "system": "test_cpu",
-  "bert_config": {"vocab_size": 64, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4,
-                  "intermediate_size": 64, "hidden_act": "gelu", "hidden_dropout_prob": 0.1,
-                  "attention_probs_dropout_prob": 0.1, "max_position_embeddings": 64, "type_vocab_size": 2,
-                  "initializer_range": 0.02},
-  "data": {"train_files": ["train.hdf5"], "eval_file": "eval.hdf5", "seq_len": 32, "max_predictions": 5,
-           "packed": false},
-  "batch": {"local_batch_size": 8, "grad_accum_steps": )"
-                        << accum << R"(, "ranks": )" << ranks << R"(},
-  "backend": )" << backend << R"(,
-  "distributed": {"clip": ")"
-                        << (after_reduction ? "after_reduction" : "per_micro_batch") << R"(", "reduction": )"
-                        << reduction << R"(},
-  "lamb": {"learning_rate": 0.01, "beta1": 0.9, "beta2": 0.999, "epsilon": 1e-06, "weight_decay": 0.01,
-           "max_grad_norm": 1.0, "train_steps": 1000, "warmup_steps": 0, "start_warmup_step": 0, "poly_power": 1.0},
-  "eval": {"batch_size": 16}
-})";
-    return path;
+    return bertperf::testing::write_tiny_config(
+        dir_ / (name + ".json"),
+        {{"batch", {{"grad_accum_steps", accum}, {"ranks", ranks}}},
+         {"backend", nlohmann::ordered_json::parse(backend)},
+         {"distributed",
+          {{"clip", after_reduction ? "after_reduction" : "per_micro_batch"},
+           {"reduction", nlohmann::ordered_json::parse(reduction)}}}});
   }
   const fs::path& dir() const { return dir_; }
 
@@ -163,8 +146,9 @@ void expect_same_training(const Trained& one, const Trained& many, const char* n
   std::cout << name << ": loss within " << worst_loss << " relative, parameters within " << worst << "\n";
 }
 
-// One rank's 20 steps, then each case launched by `launch` as `ranks` ranks of 4 / ranks micro-batches.
-void run_cases(const std::string& launch, int ranks, const fs::path& dir) {
+// One rank's 20 steps, then each case launched by `launch` as `ranks` ranks of 4 / ranks micro-batches on `nodes`
+// nodes.
+void run_cases(const std::string& launch, int ranks, const fs::path& dir, int nodes = 1) {
   TrainFiles setup(dir);
   const Trained one[2] = {
       train("", setup.config("one", 1, 4, false, R"({"algorithm": "allreduce"})"), dir, "one"),
@@ -179,6 +163,11 @@ void run_cases(const std::string& launch, int ranks, const fs::path& dir) {
     const Trained many =
         train(launch, setup.config(c.name, ranks, 4 / ranks, c.after_reduction, c.reduction), dir, c.name);
     EXPECT_NE(many.err.find(c.described), std::string::npos) << c.name << ": " << many.err;
+    if (std::string(c.name) == "hierarchical")  // the hierarchy's groups follow the nodes
+      EXPECT_NE(many.err.find(cat("inside each of ", nodes, " node", nodes == 1 ? "" : "s", " of ", ranks / nodes,
+                                  " ranks")),
+                std::string::npos)
+          << many.err;
     expect_same_training(one[c.after_reduction], many, c.name);
   }
 }
@@ -222,6 +211,33 @@ TEST(DistTraining, TwoRanksEqualOneOnCpuBf16) {
     const Trained many = train(launch, setup.config(name, 2, 2, false, c.reduction, bf16), dir.path, name);
     EXPECT_NE(many.err.find(c.described), std::string::npos) << name << ": " << many.err;
     expect_same_training(one, many, name.c_str(), 1e-4, 1e-4);
+  }
+#endif
+}
+
+// The reducers on an asynchronous backend: MPI reads a gradient bucket once the backend's event after the backward's
+// writes has passed (on the communication thread for the bucketed reducer), and the sum, the sharded norms and the
+// gather wait for all the work before them. cpu-async with random delays makes a missing wait show as wrong numbers.
+TEST(DistTraining, TwoRanksOnCpuAsyncEqualOneOnCpu) {
+#ifndef BERTPERF_HAVE_MPI
+  GTEST_SKIP() << "built without MPI";
+#else
+  if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
+  TempDir dir("bertperf_dist_async");
+  TrainFiles setup(dir.path);
+  const Trained one[2] = {
+      train("", setup.config("one", 1, 4, false, R"({"algorithm": "allreduce"})"), dir.path, "one"),
+      train("", setup.config("one-after", 1, 4, true, R"({"algorithm": "allreduce"})"), dir.path, "one-after")};
+  const std::string async = R"({"name": "cpu-async", "threads": 1, "delay_us": 200, "delay_seed": 4})";
+  for (const Case& c : kCases) {
+    if (c.name != std::string("allreduce") && c.name != std::string("bucketed") &&
+        c.name != std::string("sharded-after"))
+      continue;
+    const Trained many = train("mpirun -np 2 --oversubscribe --allow-run-as-root --mca mpi_yield_when_idle 1",
+                               setup.config(cat("async-", c.name), 2, 2, c.after_reduction, c.reduction, async),
+                               dir.path, cat("async-", c.name));
+    EXPECT_NE(many.err.find(c.described), std::string::npos) << c.name << ": " << many.err;
+    expect_same_training(one[c.after_reduction], many, cat("cpu-async ", c.name).c_str());
   }
 #endif
 }
@@ -294,6 +310,6 @@ TEST(DistTraining, TwoHostsOfTwoRanksEqualOneForEveryReduction) {
   } hosts{env + script + " down >/dev/null 2>&1"};
   const Command up = shell(env + script + " up 2", dir.path);
   ASSERT_EQ(up.code, 0) << up.out << up.err;
-  run_cases(cat(env, "MPIRUN_ARGS='--mca mpi_yield_when_idle 1' ", script, " mpirun 2 2"), 4, dir.path);
+  run_cases(cat(env, "MPIRUN_ARGS='--mca mpi_yield_when_idle 1' ", script, " mpirun 2 2"), 4, dir.path, 2);
 #endif
 }

@@ -1,10 +1,14 @@
-// The CUDA backend's whole training step, where a GPU is present (each test skips, saying why, elsewhere):
+// The whole training step on an asynchronous backend that captures: the CUDA backend where a GPU is present (each
+// test skips, saying why, elsewhere), and cpu-async, the CPU's work queued as on a GPU with random delays, everywhere:
 //  - one forward and backward with dropout off against the CPU backend: loss within 1e-2 relative, and every
 //    parameter gradient agreeing with the CPU's by gradient_agreement.h's rule (cosine similarity at least 0.999
-//    where a gradient matters, an absolute bound where it is negligible, as the attention key bias's is);
+//    where a gradient matters, an absolute bound where it is negligible, as the attention key bias's is); a backend
+//    in the CPU's fp32 (cpu-async) gives the cpu backend's bits at the same shapes;
 //  - two runs of a few steps from one seed, dropout on, bit-identical;
-//  - a captured step (CUDA graph) replays to the same bits as the same steps run eagerly;
-//  - a few steps with no oracle at all, for compute-sanitizer.
+//  - a captured step (a CUDA graph, cpu-async's recorded queue) replays to the same bits as the same steps run eagerly;
+//  - a few steps with no oracle at all, for compute-sanitizer;
+//  - a session's eval over distinct batches (two staging buffers taking turns, each batch's upload reading pinned
+//    memory when it runs) equals the same eval with every upload blocking, twice in a row.
 // The model is small_bert_step.h's: a small BERT with BERT-large's head size (64, cuDNN's fused attention), on packed
 // rows of variable-length sequences with filler past them, so every layout case of a real batch is in it.
 #include <gtest/gtest.h>
@@ -18,61 +22,71 @@
 #include <vector>
 
 #include "backends/registry.h"
-#include "backends/cpu/cpu_backend.h"
-#include "comm/reducer.h"
 #include "gradient_agreement.h"
-#include "harness/train_step.h"
-#include "optim/lamb.h"
+#include "harness/train_session.h"
 #include "small_bert_step.h"
+#include "synthetic_data.h"
+#include "temp_dir.h"
 
 namespace bertperf {
 namespace {
 
-bool have_cuda() {
-  const std::vector<std::string> here = available_backends();
-  return std::find(here.begin(), here.end(), "cuda") != here.end();
+// The backend under test, by name, with its options here: cpu-async on one thread (beside CTest's other tests) waits
+// up to 100 us before each piece of work.
+BackendSpec spec_of(const std::string& name, std::vector<std::string> options = {}) {
+  if (name == "cpu-async") {
+    options.push_back("threads=1");
+    options.push_back("delay_us=100");
+    options.push_back("delay_seed=11");
+  }
+  return backend_spec(name, options);
 }
 
-#define SKIP_WITHOUT_CUDA()                                                                                   \
-  if (!have_cuda())                                                                                           \
-  GTEST_SKIP() << "no CUDA backend here (this build has none, or no GPU is visible): the GPU step tests run " \
-                  "on a GPU machine (scripts/device_check.sh)"
+class GpuStep : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    const std::vector<std::string> here = available_backends();
+    if (std::find(here.begin(), here.end(), GetParam()) == here.end())
+      GTEST_SKIP() << "no " << GetParam() << " backend here (this build has none, or no GPU is visible): the GPU "
+                   << "step tests run on a GPU machine (scripts/device_check.sh)";
+  }
+  std::unique_ptr<Backend> make(std::vector<std::string> options = {}) const {
+    return make_backend(spec_of(GetParam(), std::move(options)));
+  }
+  // Packed rows per training batch: 8 on a GPU, 2 on the CPU (the same layouts, a quarter of the time).
+  int rows() const { return GetParam() == "cuda" ? 8 : 2; }
+};
 
-TEST(GpuStep, ForwardBackwardMatchesTheCpuBackend) {
-  SKIP_WITHOUT_CUDA();
+TEST_P(GpuStep, ForwardBackwardMatchesTheCpuBackend) {
   const BertConfig config = small_config(0.0f);
   const TensorTable table = bert_parameter_table(config);
   const Batch batch = packed_batch(8, config.vocab_size, 3);
-  std::unique_ptr<Backend> cuda = make_backend(backend_spec("cuda")), cpu = make_cpu_backend(DType::F32, 0);
-  std::printf("backend: %s\n", cuda->describe().c_str());
-  const Gradients got = forward_backward(*cuda, config, table, batch);
-  const Gradients want = forward_backward(*cpu, config, table, batch);
+  const std::unique_ptr<Backend> backend = make();  // for what it is: its dtypes and capabilities
+  const Gradients got = forward_backward(spec_of(GetParam()), config, batch);
+  const Gradients want = forward_backward(backend_spec("cpu"), config, batch);
+  std::printf("backend: %s\n", got.backend.c_str());
   ASSERT_TRUE(std::isfinite(got.loss));
   EXPECT_NEAR(got.loss, want.loss, 1e-2 * std::fabs(want.loss)) << "loss";
   for (const std::string& line : gradient_disagreements(table, *got.grads, *want.grads)) ADD_FAILURE() << line;
+  // A backend in the CPU's fp32 (cpu-async runs the cpu backend's ops): the cpu backend's bits at the same shapes.
+  if (backend->act_dtype() == DType::F32 && backend->master_dtype() == DType::F32) {
+    const Gradients bits = forward_backward(
+        backend_spec("cpu", {cat("static_shapes=", backend->capabilities().static_shapes ? "true" : "false")}), config,
+        batch);
+    EXPECT_EQ(got.loss, bits.loss);
+    EXPECT_EQ(std::memcmp(got.grads->data(), bits.grads->data(), got.grads->size() * sizeof(float)), 0)
+        << "gradients differ from the cpu backend's at the same shapes";
+  }
 }
 
-// Training steps of the small BERT on 2 rows with dropout on, eager, captured and replayed, on the CUDA backend with
-// no comparison against another backend: what compute-sanitizer runs (scripts/device_check.sh), so that a failure
-// under it is the sanitizer's finding, not a tolerance. It asserts only that the steps run with finite losses.
-TEST(GpuStep, StepsRunForTheSanitizers) {
-  SKIP_WITHOUT_CUDA();
+// Training steps of the small BERT on 2 rows with dropout on, eager, captured and replayed, with no comparison
+// against another backend: what compute-sanitizer runs on the CUDA backend (scripts/device_check.sh), so that a
+// failure under it is the sanitizer's finding, not a tolerance. It asserts only that the steps run with finite losses.
+TEST_P(GpuStep, StepsRunForTheSanitizers) {
   const BertConfig config = small_config(0.1f);
-  std::unique_ptr<Backend> backend = make_backend(backend_spec("cuda"));
-  const TensorTable table = bert_parameter_table(config);
-  FlatTensors init(table);
-  bert_init_parameters(init, config, 7);
-  ParamBuffers params(*backend, table);
-  params.upload(init);
-  LambHyperparams hp;
-  hp.learning_rate = 1e-3;
-  hp.train_steps = 100;
-  Lamb lamb(*backend, table, hp);
   const Batch batches[2] = {packed_batch(2, config.vocab_size, 21), packed_batch(2, config.vocab_size, 22)};
-  BertModel model(*backend, config, table, batches[0].capacity);
-  auto dist = DistContext::single();
-  std::unique_ptr<GradReducer> reducer = make_grad_reducer(*backend, backend->master_dtype(), *dist);
-  TrainStep step(*backend, model, params, lamb, *reducer, {.seed = 5, .capture = true}, batches[0].capacity);
+  TrainStack stack = small_stack(spec_of(GetParam()), config, batches[0].capacity);
+  TrainStep& step = stack.step();
   // Step 0 eager (it sizes every buffer and builds the library plans); steps 1 and 2 capture one graph per staging
   // set and replay it; step 3 replays the first again.
   for (int i = 0; i < 4; ++i) {
@@ -84,23 +98,13 @@ TEST(GpuStep, StepsRunForTheSanitizers) {
   EXPECT_TRUE(step.captured());
 }
 
-// The master weights after `steps` training steps (dropout on) from the parameters of seed 7.
-std::vector<float> train(const BertConfig& config, int steps, bool capture, bool* captured = nullptr) {
-  std::unique_ptr<Backend> backend = make_backend(backend_spec("cuda"));
-  const TensorTable table = bert_parameter_table(config);
-  FlatTensors init(table);
-  bert_init_parameters(init, config, 7);
-  ParamBuffers params(*backend, table);
-  params.upload(init);
-  LambHyperparams hp;
-  hp.learning_rate = 1e-3;
-  hp.train_steps = 100;
-  Lamb lamb(*backend, table, hp);
-  const Batch batches[2] = {packed_batch(8, config.vocab_size, 11), packed_batch(8, config.vocab_size, 12)};
-  BertModel model(*backend, config, table, batches[0].capacity);
-  auto dist = DistContext::single();
-  std::unique_ptr<GradReducer> reducer = make_grad_reducer(*backend, backend->master_dtype(), *dist);
-  TrainStep step(*backend, model, params, lamb, *reducer, {.seed = 5, .capture = capture}, batches[0].capacity);
+// The master weights after `steps` training steps (dropout on) from the parameters of seed 7, on batches of `rows`
+// packed rows.
+std::vector<float> train(const BackendSpec& spec, const BertConfig& config, int rows, int steps, bool capture,
+                         bool* captured = nullptr) {
+  const Batch batches[2] = {packed_batch(rows, config.vocab_size, 11), packed_batch(rows, config.vocab_size, 12)};
+  TrainStack stack = small_stack(spec, config, batches[0].capacity, capture);
+  TrainStep& step = stack.step();
   for (int i = 0; i < steps; ++i) {
     step.launch({&batches[i % 2]}, i);
     step.stage_next({&batches[(i + 1) % 2]});
@@ -108,31 +112,61 @@ std::vector<float> train(const BertConfig& config, int steps, bool capture, bool
     EXPECT_TRUE(std::isfinite(s.loss.mlm_loss + s.loss.nsp_loss)) << "step " << i;
   }
   if (captured) *captured = step.captured();
-  FlatTensors out(table);
-  params.download(out);
+  FlatTensors out(stack.table());
+  stack.params().download(out);
   return std::vector<float>(out.data(), out.data() + out.size());
 }
 
-TEST(GpuStep, TwoRunsFromOneSeedAreBitIdentical) {
-  SKIP_WITHOUT_CUDA();
+TEST_P(GpuStep, TwoRunsFromOneSeedAreBitIdentical) {
   const BertConfig config = small_config(0.1f);
-  const std::vector<float> a = train(config, 4, true), b = train(config, 4, true);
+  const std::vector<float> a = train(spec_of(GetParam()), config, rows(), 4, true);
+  const std::vector<float> b = train(spec_of(GetParam()), config, rows(), 4, true);
   ASSERT_EQ(a.size(), b.size());
   EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0) << "two runs from one seed differ";
 }
 
-TEST(GpuStep, CapturedStepsEqualEagerSteps) {
-  SKIP_WITHOUT_CUDA();
+TEST_P(GpuStep, CapturedStepsEqualEagerSteps) {
   const BertConfig config = small_config(0.1f);
   bool captured = false, eager_captured = true;
-  const std::vector<float> graph = train(config, 5, true, &captured);
-  const std::vector<float> eager = train(config, 5, false, &eager_captured);
-  EXPECT_TRUE(captured) << "the CUDA backend did not capture the step";
+  const std::vector<float> graph = train(spec_of(GetParam()), config, rows(), 5, true, &captured);
+  const std::vector<float> eager = train(spec_of(GetParam()), config, rows(), 5, false, &eager_captured);
+  EXPECT_TRUE(captured) << "the backend did not capture the step";
   EXPECT_FALSE(eager_captured);
   ASSERT_EQ(graph.size(), eager.size());
   EXPECT_EQ(std::memcmp(graph.data(), eager.data(), graph.size() * sizeof(float)), 0)
       << "replayed steps differ from the same steps run eagerly";
 }
+
+// A session's eval: the eval set's four distinct batches staged through two buffers that take turns, each batch's
+// upload reading pinned memory when it runs, while the forwards run. If the host rewrote a staging buffer before the
+// upload that reads it had run, a batch would be evaluated twice and another never, and the loss sum would differ from
+// that of the same eval with every upload blocking (the backend option "blocking_uploads"). Evaluated twice, to cross
+// from one eval's last batches into the next's first.
+TEST_P(GpuStep, EvalOverDistinctBatchesEqualsTheEvalWithBlockingUploads) {
+  bertperf::testing::TempDir dir("bertperf_eval_staging");
+  const TrainConfig config = load_train_config(bertperf::testing::write_synthetic_run(dir.path).config_path);
+  auto evaluate = [&](std::vector<std::string> options) {
+    TrainConfig c = config;
+    c.backend = spec_of(GetParam(), std::move(options));
+    const auto dist = DistContext::single();
+    TrainSession session(c, 3, *dist);
+    return std::vector<EvalResult>{session.evaluate(), session.evaluate()};
+  };
+  const std::vector<EvalResult> want = evaluate({"blocking_uploads=true"}), got = evaluate({});
+  ASSERT_EQ(want[0].samples, 64);
+  for (size_t k = 0; k < 2; ++k) {
+    SCOPED_TRACE(cat("evaluation ", k + 1));
+    EXPECT_EQ(got[k].samples, want[0].samples);
+    EXPECT_EQ(got[k].mlm_loss, want[0].mlm_loss) << "a batch was torn by a staging buffer rewritten too early";
+    EXPECT_EQ(got[k].mlm_accuracy, want[0].mlm_accuracy);
+    EXPECT_EQ(want[k].mlm_loss, want[0].mlm_loss);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, GpuStep, ::testing::Values("cuda", "cpu-async"),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           return info.param == "cpu-async" ? std::string("cpu_async") : info.param;
+                         });
 
 }  // namespace
 }  // namespace bertperf

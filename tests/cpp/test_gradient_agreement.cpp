@@ -12,7 +12,6 @@
 #include <string>
 #include <vector>
 
-#include "backends/cpu/cpu_backend.h"
 #include "gradient_agreement.h"
 #include "small_bert_step.h"
 
@@ -25,9 +24,8 @@ struct Steps {
   Gradients fp32, fp64;
   Steps() {
     const Batch batch = packed_batch(8, config.vocab_size, 3);
-    std::unique_ptr<Backend> f32 = make_cpu_backend(DType::F32, 0), f64 = make_cpu_backend(DType::F64, 0);
-    fp32 = forward_backward(*f32, config, table, batch);
-    fp64 = forward_backward(*f64, config, table, batch);
+    fp32 = forward_backward(backend_spec("cpu"), config, batch);
+    fp64 = forward_backward(backend_spec("cpu-f64"), config, batch);
   }
 };
 

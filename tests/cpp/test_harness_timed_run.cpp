@@ -79,6 +79,10 @@ class TimedRunLog : public ::testing::Test {
  protected:
   void SetUp() override {
     config_ = load_train_config((kSource / "benchmarks/bert/mlperf/a100_1x8.json").string(), /*check_data=*/false);
+    // The 8-GPU system's global batch of 448 on the one rank these tests run on (timed_run refuses a job of another
+    // size than the config's).
+    config_.local_batch_size *= config_.ranks;
+    config_.ranks = 1;
     system_ = load_system_description((kSource / "systems/a100_1x8.json").string());
     dir_ = fs::temp_directory_path() / ("bertperf_test_timed_run_" + std::to_string(::getpid()));
     fs::create_directories(dir_);
@@ -346,6 +350,23 @@ TEST_F(TimedRunLog, RefusesTooSmallEvalSet) {
     EXPECT_NE(text.find("init_start"), std::string::npos);
     EXPECT_EQ(text.find("run_start"), std::string::npos);  // refused before the clock starts
   }
+}
+
+// A job of another number of ranks than the config's batch.ranks is refused as a training session refuses it: one
+// line naming the config, before anything is logged.
+TEST_F(TimedRunLog, RefusesAJobOfAnotherSize) {
+  config_.ranks = 2;
+  config_.local_batch_size /= 2;
+  try {
+    run("two_ranks", {0.8});
+    ADD_FAILURE() << "a config of 2 ranks ran on a world of one";
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()), config_.source + ": the config asks for 2 ranks (batch.ranks) but this job has 1; "
+                                                      "launch it with mpirun -np 2");
+  }
+  std::ifstream in(dir_ / "two_ranks.txt");
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(text, "");
 }
 
 }  // namespace

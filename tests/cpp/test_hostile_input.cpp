@@ -205,13 +205,7 @@ TEST(HostileDisk, FullDiskWritingAShardIsOneLine) {
 TEST(HostileDisk, FullDiskWritingACheckpointIsOneLine) {
   TempDir dir;
   const std::string path = dir / "ckpt.h5";
-  BertConfig c;
-  c.vocab_size = 512;
-  c.hidden_size = 64;
-  c.num_hidden_layers = 2;
-  c.num_attention_heads = 4;
-  c.intermediate_size = 128;
-  c.max_position_embeddings = 64;
+  const BertConfig c = testing::tiny_bert({.vocab = 512, .hidden = 64, .intermediate = 128});
   const TensorTable table = bert_parameter_table(c);
   FlatTensors params(table);
   const ChildResult r = run_child([&] { save_checkpoint(params, path); }, 30, rlim_t{3} << 30, small_disk);

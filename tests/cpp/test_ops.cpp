@@ -42,6 +42,8 @@ using Ids = std::vector<int32_t>;
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 const ops::DropoutCounter kCounter{0x1234567890abcdefULL, 5, 0};
 constexpr uint32_t kStepOffset = 2, kSite = 3;
+// Partial sums handed to the ops that take them (more than any case here needs: cpu::scratch_doubles).
+constexpr size_t kScratchDoubles = 1 << 14;
 constexpr RngKey kKey{0x1234567890abcdefULL, 7, 3};  // the key kCounter, kStepOffset and kSite give
 
 ops::Dropout dropout_of(float p) { return {p, &kCounter, kStepOffset, kSite}; }
@@ -863,7 +865,7 @@ TEST(CrossEntropy, ForwardSavesLogSumExpAndAddsWeightedStatistics) {
   for (int i : {0, 3, 4}) c.logits[i * c.ldl + c.labels[i]] = 9.0;
   Vec lse = poisoned(c.M);
   double stats[2] = {0.5, 0.25};
-  std::vector<double> scratch;
+  std::vector<double> scratch(kScratchDoubles);
   cpu::cross_entropy_forward<double>({lse.data(), stats, c.logits.data(), c.labels.data(), c.loss_weight.data(),
                                       c.count_weight.data(), c.M, c.V, c.ldl},
                                      scratch);
@@ -889,7 +891,7 @@ TEST(CrossEntropy, BackwardFromLogSumExpMatchesFiniteDifferences) {
   CrossEntropyProblem c = cross_entropy_problem(rng, 5, 11, 2);
   c.loss_weight[1] = 0.0f;
   Vec lse(c.M);
-  std::vector<double> scratch;
+  std::vector<double> scratch(kScratchDoubles);
   auto loss = [&] {
     double stats[2] = {0, 0};
     cpu::cross_entropy_forward<double>({lse.data(), stats, c.logits.data(), c.labels.data(), c.loss_weight.data(),
@@ -931,7 +933,7 @@ TEST(CrossEntropy, LargeLogitsDoNotOverflowInFloat) {
   const float one = 1.0f;
   float lse_small = 0, lse_big = 0;
   double loss_small[2] = {0, 0}, loss_big[2] = {0, 0};
-  std::vector<double> scratch;
+  std::vector<double> scratch(kScratchDoubles);
   cpu::cross_entropy_forward<float>({&lse_small, loss_small, small.data(), label.data(), &one, &one, 1, V, V}, scratch);
   cpu::cross_entropy_forward<float>({&lse_big, loss_big, big.data(), label.data(), &one, &one, 1, V, V}, scratch);
   EXPECT_TRUE(std::isfinite(loss_big[0]));
@@ -944,7 +946,7 @@ TEST(CrossEntropy, LabelOutsideVocabularyIsAnErrorOnlyWhereItCounts) {
   const Ids labels = {6, 1};
   float lse[2];
   double stats[2] = {0, 0};
-  std::vector<double> scratch;
+  std::vector<double> scratch(kScratchDoubles);
   const std::vector<float> weighted = {1.0f, 1.0f}, unweighted = {0.0f, 1.0f};
   EXPECT_THROW(cpu::cross_entropy_forward<float>(
                    {lse, stats, logits.data(), labels.data(), weighted.data(), unweighted.data(), 2, 6, 6}, scratch),
@@ -1010,7 +1012,7 @@ TEST(Optimizer, ClipIsTheReferencesGlobalNorm) {
   for (size_t i = 0; i < f.total; ++i)
     if (f.in_tensor(i)) sq += static_cast<long double>(g[i]) * g[i];
   const double norm = std::sqrt(static_cast<double>(sq));
-  std::vector<double> scratch;
+  std::vector<double> scratch(kScratchDoubles);
   for (float max_norm : {1.0f, 1000.0f}) {
     ops::StepScalars s;
     s.max_grad_norm = max_norm;
@@ -1094,7 +1096,7 @@ template <typename T>
 struct LambState {
   std::vector<T> w, m, v, weights;
   std::vector<double> norms = {};
-  std::vector<double> scratch = {};
+  std::vector<double> scratch = std::vector<double>(kScratchDoubles);
 };
 
 // Two LAMB steps through the ops: moments (optionally in two shards), then apply.
@@ -1422,7 +1424,7 @@ std::vector<Vec> run_all_ops(uint64_t seed, int scale = 1) {
     cpu::gather_forward<T>({gathered.data(), out.data(), rows.data(), M, C});
     cpu::gather_backward<T>({dgin.data(), dg.data(), rows.data(), M, N, C, false});
     double stats[2] = {0, 0};
-    std::vector<double> ce_scratch;
+    std::vector<double> ce_scratch(kScratchDoubles);
     cpu::cross_entropy_forward<T>({lse.data(), stats, logits.data(), labels.data(), loss_weight.data(),
                                    count_weight.data(), M, Vout, ld},
                                   ce_scratch);
@@ -1442,7 +1444,7 @@ std::vector<Vec> run_all_ops(uint64_t seed, int scale = 1) {
     const std::vector<T> g = random_flat<T>(f, rng, -1, 1);
     std::vector<T> sum = random_flat<T>(f, rng, -1, 1);
     ops::StepScalars s = lamb_scalars(2, 0.01f);
-    std::vector<double> scratch;
+    std::vector<double> scratch(kScratchDoubles);
     cpu::gradient_clip<T>({&s, nullptr, g.data(), f.all()}, scratch);
     cpu::gradient_accumulate<T>({sum.data(), g.data(), &s, f.all(), 0.5f});
     LambState<T> st{random_flat<T>(f, rng, -1, 1), random_flat<T>(f, rng, -0.1, 0.1), random_flat<T>(f, rng, 0, 0.01), {}};

@@ -1,8 +1,11 @@
 // The scaling model (perf/): the communication model's closed forms against a simulation that runs
 // the ring and hierarchical algorithms on real numbers (checking they sum) and adds up each step's
-// slowest transfer; hand-worked figures; the link table; the step and run model against its formula
-// worked by hand; calibration as the model's inverse; the RCP table against the RCP checker's own
-// figure for GBS 3072; published result trees read back; the validation's calibration rules.
+// slowest transfer; the tree all-reduce by hand; the link table; the network descriptions of real
+// MLPerf system descriptions read into ports and rates; the device table; the step and run model
+// against its formula worked by hand; the RCP tables against the RCP checker's own figures; the fit
+// recovering the parameters that generated synthetic results (a planted samples ratio by batch and class,
+// a CPU class's rate across nodes of other peaks); the validation never using the result it predicts (its
+// own time or samples) or a copy of its runs; CPU system descriptions read into sockets, cores and clock.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,7 +15,10 @@
 #include <vector>
 
 #include "core/errors.h"
+#include "core/json_fields.h"
 #include "perf/comm_model.h"
+#include "perf/devices.h"
+#include "perf/network.h"
 #include "perf/published.h"
 #include "perf/step_model.h"
 #include "temp_dir.h"
@@ -200,8 +206,32 @@ TEST(CommModel, HierarchicalMatchesSimulation) {
 
 TEST(CommModel, HierarchicalBeatsFlatOnLatencyAcrossManyNodes) {
   // Many nodes, small buffer: the flat ring pays 2(p-1) network latencies, the hierarchical 2(n-1).
-  const Topology t{64, 8, 8, find_link("nvlink3"), find_link("ib-hdr")};
+  const Link hdr{9.6e-6, 25e9};
+  const Topology t{64, 8, 8, find_link("nvlink3"), hdr};
   EXPECT_LT(hierarchical_all_reduce_s(1e5, t), flat_all_reduce_s(1e5, t));
+}
+
+TEST(CommModel, TreeByHand) {
+  const Link intra{1e-6, 100e9}, port{1e-5, 10e9};
+  // 4 nodes x 2 ranks, 2 ports: intra reduce-scatter and all-gather of 1 GB over 2 ranks, then each
+  // rank's 0.5 GB shard up and down a tree of depth 2 at 10 GB/s a rank.
+  const Topology t{4, 2, 2, intra, port};
+  const double intra_s = 2 * (1e-6 + 0.5e9 / 100e9);
+  EXPECT_NEAR(tree_all_reduce_s(1e9, t), intra_s + 2 * 0.5e9 / 10e9 + 2 * 2 * 1e-5, 1e-12);
+  // Depth is ceil(log2(nodes)): 5 nodes take 3 levels.
+  const Topology five{5, 2, 2, intra, port};
+  EXPECT_NEAR(tree_all_reduce_s(1e9, five) - tree_all_reduce_s(1e9, t), 2 * 1e-5, 1e-12);
+  // One node: the intra-node phases alone, as the hierarchical one.
+  const Topology one{1, 8, 8, intra, port};
+  EXPECT_DOUBLE_EQ(tree_all_reduce_s(1e9, one), hierarchical_all_reduce_s(1e9, one));
+  // Few nodes and a large buffer: the ring's bandwidth wins; many nodes and a small one: the tree.
+  const Topology two{2, 8, 8, find_link("nvlink3"), Link{9.6e-6, 25e9}};
+  EXPECT_LT(hierarchical_all_reduce_s(6.7e8, two), tree_all_reduce_s(6.7e8, two));
+  const Topology many{512, 8, 8, find_link("nvlink3"), Link{9.6e-6, 25e9}};
+  EXPECT_LT(tree_all_reduce_s(6.7e8, many), hierarchical_all_reduce_s(6.7e8, many));
+  EXPECT_DOUBLE_EQ(all_reduce_s(6.7e8, many, AllReduceAlgo::kBest),
+                   std::min({flat_all_reduce_s(6.7e8, many), hierarchical_all_reduce_s(6.7e8, many),
+                             tree_all_reduce_s(6.7e8, many)}));
 }
 
 TEST(CommModel, LinkTableAndErrors) {
@@ -211,20 +241,215 @@ TEST(CommModel, LinkTableAndErrors) {
     EXPECT_GT(l.link.latency_s, 0) << l.name;
     EXPECT_GT(std::string(l.source).size(), 10u) << l.name;
   }
-  EXPECT_DOUBLE_EQ(find_link("ib-hdr").bandwidth_Bps, 200e9 / 8);
+  EXPECT_DOUBLE_EQ(find_link("nvlink3").bandwidth_Bps, 300e9);
   try {
     find_link("token-ring");
     FAIL() << "no error";
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("token-ring"), std::string::npos);
-    EXPECT_NE(std::string(e.what()).find("ib-hdr"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("nvlink3"), std::string::npos);
   }
-  EXPECT_THROW(parse_all_reduce_algo("tree", "--algo"), InputError);
-  const Topology t{64, 8, 8, find_link("nvlink3"), find_link("ib-hdr")};
-  for (double bytes : {1e4, 1e6, 6.7e8})
-    EXPECT_DOUBLE_EQ(all_reduce_s(bytes, t, parse_all_reduce_algo("best", "x")),
-                     std::min(flat_all_reduce_s(bytes, t), hierarchical_all_reduce_s(bytes, t)));
+  EXPECT_THROW(parse_all_reduce_algo("sharp", "--algo"), InputError);
+  EXPECT_EQ(parse_all_reduce_algo("tree", "x"), AllReduceAlgo::kTree);
   EXPECT_EQ(parse_all_reduce_algo("hierarchical", "x"), AllReduceAlgo::kHierarchical);
+}
+
+// The host_networking (and host_networking_topology) texts of published MLPerf system descriptions,
+// and what each says: ports a node, line rate, fabric.
+TEST(Network, RealDescriptions) {
+  struct Case {
+    const char* text;
+    int ports;
+    double gbps;
+    Fabric fabric;
+    bool rdma;
+  };
+  const Case cases[] = {
+      // NVIDIA DGX A100: storage and management ports beside the compute ones.
+      {"Storage: 2x ConnectX-6 IB HDR 200Gb/sec, Management: 1x ConnectX-6 Ethernet 100Gb/Sec, Compute: 8x "
+       "ConnectX-6 IB HDR 200Gb/Sec", 8, 200, Fabric::kInfiniBand, true},
+      // No "Compute" label: the ports are still counted.
+      {"8x ConnectX-7 IB NDR 400Gb/Sec", 8, 400, Fabric::kInfiniBand, true},
+      {"2x ConnectX-6 IB HDR 200Gb/Sec", 2, 200, Fabric::kInfiniBand, true},
+      // Azure: the management Ethernet first, unlabelled.
+      {"1x Ethernet 40Gb/Sec, 8x ConnectX-6 IB HDR 200Gb/Sec", 8, 200, Fabric::kInfiniBand, true},
+      // HDR100 is 100 Gb/s, spaced as Clemson wrote it.
+      {"Management: 1 x 25 Gb / Sec Ethernet, Compute: 1 x ConnectX - 6 IB HDR100 100 Gb / Sec", 1, 100,
+       Fabric::kInfiniBand, true},
+      {"Intel X710 2x10GbE SFP+, Mellanox ConnectX-6 HDR100/100GbE QSFP56", 1, 100, Fabric::kInfiniBand, true},
+      {"1x ConnectX-5 IB EDR 100Gb/Sec", 1, 100, Fabric::kInfiniBand, true},
+      {"2x Cornelis Networks Omni-Path HFI Adapter 100 Series 100Gb/Sec", 2, 100, Fabric::kOmniPath, true},
+      // HPE: the count after a label with spaces, a "+" before the management port.
+      {"Compute: 4 x Mellanox Technologies MT28908 Family [ConnectX-6] HDR 200 Gb/Sec +  Management: 1 x Mellanox "
+       "Technologies MT28908 Family [ConnectX-6] 100 GB/s Ethernet", 4, 200, Fabric::kInfiniBand, true},
+      // HPE's topology field, where host_networking only says "Infiniband, Ethernet".
+      {"8x 200Gbe Infiniband, 2x 10GbE Ethernet", 8, 200, Fabric::kInfiniBand, true},
+      {"8x HPE Slingshot SA210S Ethernet 200Gb 1-port PCIe NIC, 8x HPE InfiniBand NDR/Ethernet 400Gb 1-port OSFP "
+       "PCIe5 x16 MCX75310AAS-NEAT Adapter, 1x HPE InfiniBand HDR/Ethernet 200Gb 2-port QSFP56 PCIe4 x16", 8, 400,
+       Fabric::kInfiniBand, true},
+      {"Compute: 8x NVIDIA Quantum-2 400Gb/s InfiniBand, Management: 2x100Gb/s Ethernet NIC", 8, 400,
+       Fabric::kInfiniBand, true},
+      // Habana: the count and the rate split by a comma.
+      {"2x Mellanox ConnectX-6, 100Gb/s Ethernet", 2, 100, Fabric::kEthernet, true},
+      {"Storage: 2x BF3 ConnectX-7 400Gb/s, Compute: 8x BF3 ConnectX-7 400Gb/s, Management: 100Gb/s Ethernet NIC", 8,
+       400, Fabric::kEthernet, true},
+      {"ConnectX-6 25Gb/s Ethernet", 1, 25, Fabric::kEthernet, true},
+      {"Management: iDRAC9, ExpressX5 Compute: Mellanox ConnectX-5 Dual Port 40/ 100GbE QSFP Adapter PCIe", 1, 100,
+       Fabric::kEthernet, true},
+      // Intel's CPU-only results name an E810 controller (a 100 GbE family) and no rate.
+      {"Intel(R) Ethernet Network Adapter E810-2CQDA2", 1, 100, Fabric::kEthernet, false},
+      {"Intel(R) Corporation Ethernet Controller E810-C for QSFP", 1, 100, Fabric::kEthernet, false},
+  };
+  for (const auto& c : cases) {
+    const auto n = parse_network(c.text);
+    ASSERT_TRUE(n.has_value()) << c.text;
+    EXPECT_EQ(n->ports, c.ports) << c.text;
+    EXPECT_DOUBLE_EQ(n->gbps, c.gbps) << c.text;
+    EXPECT_EQ(n->fabric, c.fabric) << c.text;
+    EXPECT_EQ(n->rdma, c.rdma) << c.text;
+  }
+  for (const char* none : {"", "N/A", "TODO", "Infiniband, Ethernet", "Ethernet, Infiniband", "MT2910 Family [ConnectX-7]",
+                           "Management: 1x Ethernet 10GB/Sec"})
+    EXPECT_FALSE(parse_network(none).has_value()) << none;
+  // The link of a port: the line rate in bytes, NCCL's network latency over RDMA.
+  const Link l = network_link(*parse_network("8x InfiniBand NDR 400Gb/s"));
+  EXPECT_DOUBLE_EQ(l.bandwidth_Bps, 50e9);
+  EXPECT_DOUBLE_EQ(l.latency_s, 9.6e-6);
+  EXPECT_GT(network_link(*parse_network("10GbE")).latency_s, l.latency_s);
+  EXPECT_EQ(network_name(*parse_network("8x ConnectX-6 IB HDR 200Gb/Sec")), "8x 200 Gb/s InfiniBand");
+}
+
+namespace {
+
+std::string source_file(const std::string& rel) { return std::string(BERTPERF_SOURCE_DIR) + "/" + rel; }
+
+const DeviceTable& devices() {
+  static const DeviceTable table = DeviceTable::load(source_file("benchmarks/bert/mlperf/reference/devices.json"));
+  return table;
+}
+
+}  // namespace
+
+TEST(Devices, PublishedAcceleratorNames) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"NVIDIA A100-SXM4-80GB (400W)", "a100-sxm-80gb"}, {"NVIDIA A100-SXM-80GB CTS", "a100-sxm-80gb"},
+      {"NVIDIA A100-SXM-40GB", "a100-sxm-40gb"},         {"NVIDIA A100-SXM4-40GB", "a100-sxm-40gb"},
+      {"NVIDIA A100-PCIe-80GB", "a100-pcie-80gb"},       {"NVIDIA A100 - PCIe - 80 GB", "a100-pcie-80gb"},
+      {"NVIDIA A100-PCIE-40GB (250W)", "a100-pcie-40gb"}, {"NVIDIA H100-SXM5-80GB", "h100-sxm"},
+      {"NVIDIA H100 80GB HBM3", "h100-sxm"},             {"NVIDIA H100-PCIe-80GB", "h100-pcie"},
+      {"NVIDIA H200-SXM5-141GB", "h200"},                {"NVIDIA Blackwell GPU (GB200)", "gb200"},
+      {"NVIDIA Blackwell GPU (B200-SXM-180GB)", "b200"}, {"NVIDIA L40S", "l40s"},
+      {"NVIDIA L40", "l40"},                             {"NVIDIA L4", "l4"},
+      {"NVIDIA A30", "a30"},                             {"Habana Gaudi2", "gaudi2"},
+      {"Intel Gaudi2", "gaudi2"},                        {"Habana Gaudi", "gaudi"},
+      {"TPU-v4", "tpu-v4"},                              {"Graphcore Bow IPU", "ipu-bow"},
+  };
+  for (const auto& [name, cls] : cases) {
+    const DeviceClass* d = devices().match(name);
+    ASSERT_NE(d, nullptr) << name;
+    EXPECT_EQ(d->name, cls) << name;
+  }
+  EXPECT_EQ(devices().match("N/A"), nullptr);
+  EXPECT_EQ(devices().match("Intel(R) Xeon(R) Platinum 8480+ @ 2.00GHz"), nullptr);  // a CPU is no accelerator
+  EXPECT_EQ(devices().by_name("h100-pcie").intra_link, "pcie5");
+  EXPECT_EQ(devices().by_name("a100-sxm-80gb").network_guess.gbps, 200);
+  EXPECT_THROW(devices().by_name("a100"), InputError);
+}
+
+TEST(Devices, BadTablesAreOneLine) {
+  bertperf::testing::TempDir dir("bertperf_devices");
+  const std::string entry =
+      R"({"name": "x", "match": [["X1"]], "peak_flops": 1, "intra_link": "pcie4", "network_guess": "InfiniBand HDR 200Gb/s", "source": "s"})";
+  const std::pair<std::string, std::string> cases[] = {
+      {R"({"notes": [], "devices": []})", "non-empty"},
+      {R"({"notes": [], "devices": [)" + entry + "," + entry + "]}", "twice"},
+      {R"({"notes": [], "devices": [{"name": "x", "match": [["x1"]], "peak_flops": 1, "intra_link": "pcie4", "network_guess": "InfiniBand HDR 200Gb/s", "source": "s"}]})", "upper-case"},
+      {R"({"notes": [], "devices": [{"name": "x", "match": [["X1"]], "peak_flops": 1, "intra_link": "pigeon", "network_guess": "InfiniBand HDR 200Gb/s", "source": "s"}]})", "pigeon"},
+      {R"({"notes": [], "devices": [{"name": "x", "match": [["X1"]], "peak_flops": 1, "intra_link": "pcie4", "network_guess": "fast", "source": "s"}]})", "network_guess"},
+      {R"({"notes": [], "devices": [{"name": "x", "match": [["X1"]], "peak_flops": 1, "intra_link": "pcie4", "network_guess": "InfiniBand HDR 200Gb/s", "source": "s", "colour": 1}]})", "colour"},
+      {R"({"notes": [], "devices": [{"name": "c", "match": [["X1"]], "peak_flops": 1, "cpu": {"isa": "amx-bf16", "flops_per_cycle_per_core": 1024, "sockets": 2, "cores_per_socket": 56, "clock_ghz": 2.0, "core_samples_per_s": null, "core_rate_source": "s"}, "intra_link": "shm", "network_guess": "Ethernet 100Gb/s", "source": "s"}]})", "peak"},
+      {R"({"notes": [], "devices": [{"name": "c", "match": [["X1"]], "cpu": {"isa": "amx-bf16", "flops_per_cycle_per_core": 0, "sockets": 2, "cores_per_socket": 56, "clock_ghz": 2.0, "core_samples_per_s": null, "core_rate_source": "s"}, "intra_link": "shm", "network_guess": "Ethernet 100Gb/s", "source": "s"}]})", "flops_per_cycle_per_core"},
+      {R"({"notes": [], "devices": [{"name": "c", "match": [["X1"]], "cpu": {"isa": "amx-bf16", "flops_per_cycle_per_core": 64, "sockets": 2, "cores_per_socket": 56, "clock_ghz": 2.0, "core_samples_per_s": "quick", "core_rate_source": "s"}, "intra_link": "shm", "network_guess": "Ethernet 100Gb/s", "source": "s"}]})", "core_samples_per_s"},
+  };
+  for (const auto& [text, needle] : cases) {
+    std::ofstream(dir / "devices.json") << text;
+    try {
+      DeviceTable::load(dir / "devices.json");
+      FAIL() << "no error for " << text;
+    } catch (const InputError& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find(needle), std::string::npos) << what;
+      EXPECT_EQ(what.find('\n'), std::string::npos) << what;
+    }
+  }
+}
+
+// The host processors of published and planned CPU-only systems, and the classes they fall in.
+TEST(Devices, CpuClassesAndTheirNodes) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"Intel(R) Xeon(R) Platinum 8480+ @ 2.00GHz", "xeon-amx"},  // Intel's v3.0 results
+      {"Intel(R) Xeon(R) code named Sapphire Rapids", "xeon-amx"},  // Intel's v2.1 preview results
+      {"Intel(R) Xeon(R) Platinum 8592+", "xeon-amx"},              // Emerald Rapids
+      {"Intel(R) Xeon(R) Gold 6448Y", "xeon-amx"},
+      {"AMD EPYC 9654 96-Core Processor", "epyc-zen4"},
+      {"AMD EPYC 9R14 96-Core Processor", "epyc-zen4"},
+  };
+  for (const auto& [name, cls] : cases) {
+    const DeviceClass* d = devices().match_cpu(name);
+    ASSERT_NE(d, nullptr) << name;
+    EXPECT_EQ(d->name, cls) << name;
+  }
+  // No AMX or AVX512-BF16 class: Zen 2 and Zen 5 EPYC, Ice Lake Xeon, and any accelerator.
+  for (const char* none : {"AMD EPYC 7742 64-Core Processor", "AMD EPYC 9655 96-Core Processor",
+                           "Intel(R) Xeon(R) Platinum 8380 CPU @ 2.30GHz", "NVIDIA A100-SXM4-80GB", "AMD EPYC (virtual machine)"})
+    EXPECT_EQ(devices().match_cpu(none), nullptr) << none;
+  const DeviceClass& amx = devices().by_name("xeon-amx");
+  ASSERT_TRUE(amx.cpu.has_value());
+  // 2 sockets x 56 cores x 2.0 GHz x 1,024 bf16 FLOP a cycle (AMX).
+  EXPECT_DOUBLE_EQ(amx.peak_flops, 2 * 56 * 2.0e9 * 1024);
+  EXPECT_DOUBLE_EQ(amx.scale_of(CpuNode{2, 28, 2.0}), 0.5);
+  EXPECT_DOUBLE_EQ(amx.scale_of(CpuNode{2, 56, 3.0}), 1.5);
+  EXPECT_DOUBLE_EQ(devices().by_name("epyc-zen4").cpu->flops_per_cycle_per_core, 64);
+  EXPECT_DOUBLE_EQ(devices().by_name("a100-sxm-80gb").scale_of(CpuNode{1, 1, 1.0}), 1.0);
+
+  // What descriptions write: counts, a clock with its unit (the base one where labelled), or nothing.
+  const CpuNode ref = amx.cpu->reference;
+  struct Case {
+    const char *model, *sockets, *cores, *frequency;
+    int want_sockets, want_cores;
+    double want_ghz;
+    bool assumed;
+  };
+  const Case nodes[] = {
+      {"Intel(R) Xeon(R) Platinum 8480+ @ 2.00GHz", "2", "56", "2.00GHz", 2, 56, 2.0, false},
+      {"Intel(R) Xeon(R) code named Sapphire Rapids", "2", "", "", 2, 56, 2.0, true},
+      {"Intel(R) Xeon(R) Platinum 8468 @ 2.10GHz", "2", "48", "", 2, 48, 2.1, false},  // the clock of the name
+      {"AMD EPYC 9654", " 2 ", "96", "2400.000 MHz (base); 1000.0000 MHz (min); 3700.0000 MHz (boost)", 2, 96, 2.4, false},
+      {"AMD EPYC 9654", "2", "96", "1000.0000 MHz (min); 3700.0000 MHz (boost)", 2, 96, 1.0, false},
+      {"AMD EPYC 9654", "1", "2", "2.45 GHz", 1, 2, 2.45, false},
+      {"", "", "", "", 2, 56, 2.0, true},
+  };
+  for (const auto& c : nodes) {
+    bool assumed = !c.assumed;
+    const CpuNode n = parse_cpu_node(c.model, c.sockets, c.cores, c.frequency, ref, "desc.json", &assumed);
+    EXPECT_EQ(n.sockets, c.want_sockets) << c.model;
+    EXPECT_EQ(n.cores_per_socket, c.want_cores) << c.model;
+    EXPECT_DOUBLE_EQ(n.clock_ghz, c.want_ghz) << c.model << " " << c.frequency;
+    EXPECT_EQ(assumed, c.assumed) << c.model;
+  }
+  for (auto [sockets, cores, freq, needle] : std::vector<std::tuple<const char*, const char*, const char*, const char*>>{
+           {"two", "56", "", "host_processors_per_node"}, {"2", "0", "", "host_processor_core_count"},
+           {"2", "56", "fast", "host_processor_frequency"}}) {
+    try {
+      parse_cpu_node("Xeon", sockets, cores, freq, ref, "desc.json");
+      FAIL() << "no error for " << sockets << " " << cores << " " << freq;
+    } catch (const InputError& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find(needle), std::string::npos) << what;
+      EXPECT_NE(what.find("desc.json"), std::string::npos) << what;
+      EXPECT_EQ(what.find('\n'), std::string::npos) << what;
+    }
+  }
 }
 
 TEST(StepModel, BertFlopsPerSampleMatchTheWorkedCount) {
@@ -256,120 +481,354 @@ TEST(StepModel, StepAndRunByHand) {
   run.samples_to_converge = 10000;
   run.eval_interval_samples = 2500;
   run.eval_samples = 600;
-  run.eval_fixed_s = 0.25;
+  run.eval_device_samples_per_s = 150;
   run.startup_s = 2;
-  const RunPrediction r = predict_run(s, 100, run);
+  const RunPrediction r = predict_run(s, run);
   EXPECT_DOUBLE_EQ(r.steps, 100);
   EXPECT_DOUBLE_EQ(r.evals, 4);
   EXPECT_DOUBLE_EQ(r.train_s, 100 * 0.513);
-  EXPECT_DOUBLE_EQ(r.eval_s, 4 * (600 / (2 * 3 * 100.0) + 0.25));
-  EXPECT_DOUBLE_EQ(r.time_to_train_s, 2 + 51.3 + 5);
+  EXPECT_DOUBLE_EQ(r.eval_s, 4 * 600 / (2 * 150.0));
+  EXPECT_DOUBLE_EQ(r.time_to_train_s, 2 + 51.3 + 8);
 }
 
-TEST(StepModel, CalibrationInvertsTheModel) {
-  for (double overlap : {0.0, 0.5}) {
-    StepInputs in;
-    in.local_batch = 56;
-    in.gradient_bytes = 6.7e8;
-    in.topology = Topology{1, 8, 1, find_link("nvlink3"), Link{}};
-    in.overlap_fraction = overlap;
-    RunInputs run;
-    run.global_batch = 448;
-    run.samples_to_converge = 2.46e6;
-    run.eval_interval_samples = 150000;
-    in.device_samples_per_s = 303;
-    const double t = predict_run(predict_step(in), 303, run).time_to_train_s;
-    EXPECT_NEAR(calibrate_device_rate(in, run, t), 303, 1e-6) << overlap;
-    EXPECT_THROW(calibrate_device_rate(in, run, 1.0), InputError);  // shorter than start-up and evals
-  }
-}
-
-TEST(StepModel, RcpTableGivesTheCheckersMeanAt3072) {
-  const auto table = load_rcp_table(std::string(BERTPERF_SOURCE_DIR) + "/benchmarks/bert/mlperf/reference/rcp.json");
+TEST(StepModel, RcpTablesGiveTheCheckersMeans) {
+  const auto tables = load_rcp_tables(source_file("benchmarks/bert/mlperf/reference/rcp.json"));
+  const auto& v21 = rcp_table_for(tables, "2.1.0").points;
   // Baidu's v2.1 package checker log: "RCP Mean 2656421" for BS 3072, interpolated between 448 and 4608.
-  EXPECT_NEAR(rcp_mean_samples(table, 3072), 2656421, 1.0);
+  EXPECT_NEAR(rcp_mean_samples(v21, 3072), 2656421, 1.0);
+  EXPECT_EQ(&rcp_table_for(tables, "5.0.0"), &rcp_table_for(tables, "2.1.0"));
   bool clamped = true;
-  EXPECT_NEAR(rcp_mean_samples(table, 448, &clamped), 2414421.3, 0.1);
+  EXPECT_NEAR(rcp_mean_samples(v21, 448, &clamped), 2414421.3, 0.1);
   EXPECT_FALSE(clamped);
-  EXPECT_EQ(rcp_mean_samples(table, 100000, &clamped), table.back().mean_samples);
+  EXPECT_EQ(rcp_mean_samples(v21, 100000, &clamped), v21.back().mean_samples);
   EXPECT_TRUE(clamped);
-  EXPECT_EQ(rcp_mean_samples(table, 64, &clamped), table.front().mean_samples);
-  EXPECT_TRUE(clamped);
+  // Rulesets 1.1.0 and 2.0.0 prune the older batch-448 reference away: 448 interpolates from 256 and 3072.
+  const auto& v20 = rcp_table_for(tables, "2.0.0").points;
+  EXPECT_EQ(v20.front().global_batch, 256);
+  EXPECT_GT(rcp_mean_samples(v20, 448), rcp_mean_samples(v21, 448));
+  EXPECT_EQ(ruleset_of_round("v2.1"), "2.1.0");
+  EXPECT_THROW(rcp_table_for(tables, "0.7.0"), InputError);
+  EXPECT_THROW(ruleset_of_round("2.1"), InputError);
   EXPECT_DOUBLE_EQ(expected_samples_to_converge(2656421, 175000), 2656421 + 87500);
 }
 
 namespace {
 
-void write_run(const std::string& path, int64_t start, int64_t stop, const char* status, int64_t samples,
-               const std::string& prefix = "") {
-  std::ofstream f(path);
-  f << "noise line\n";
-  f << prefix << ":::MLLOG {\"namespace\": \"\", \"time_ms\": 1, \"event_type\": \"POINT_IN_TIME\", \"key\": "
-       "\"global_batch_size\", \"value\": 3072, \"metadata\": {}}\n";
-  f << ":::MLLOG {\"time_ms\": " << start << ", \"key\": \"run_start\", \"value\": null, \"metadata\": {}}\n";
-  f << ":::MLLOG {\"time_ms\": " << stop << ", \"key\": \"train_samples\", \"value\": " << samples
-    << ", \"metadata\": {}}\n";
-  if (status)
-    f << ":::MLLOG {\"time_ms\": " << stop << ", \"key\": \"run_stop\", \"value\": null, \"metadata\": {\"status\": \""
-      << status << "\"}}\n";
+int64_t cadence(int64_t gbs) { return gbs >= 3000 ? 175000 : 150000; }
+
+// The parameters a class's synthetic results are made from.
+DeviceFit fit_of(double rate, double fixed_step_s, double startup_steps, double eval_rate) {
+  DeviceFit f;
+  f.rate = rate, f.fixed_step_s = fixed_step_s, f.startup_steps = startup_steps, f.eval_rate = eval_rate;
+  return f;
 }
+
+// A published system generated by the model itself from known parameters, its start-up and eval time
+// "measured" as the model has them.
+// `samples` 0: 2.5 M + 1,000 a node. A CPU class's system has `cpu` as its node.
+PublishedSystem synthetic(const std::string& id, const std::string& round, const DeviceClass& device, int nodes,
+                          int per_node, int64_t gbs, const DeviceFit& truth, double factor, const ModelConstants& c,
+                          double samples = 0, std::optional<CpuNode> cpu = std::nullopt) {
+  PublishedSystem s;
+  s.id = id, s.round = round, s.device = &device, s.accelerator = device.name;
+  s.nodes = nodes, s.per_node = per_node, s.global_batch = gbs, s.runs = 10, s.converged = 10;
+  s.network = Network{per_node, 200, Fabric::kInfiniBand, true};
+  if (cpu) s.cpu = cpu, s.device_scale = device.scale_of(*cpu);
+  if (samples == 0) samples = 2.5e6 + 1e3 * nodes;
+  const SystemShape shape = shape_of(s, double(c.eval_interval(gbs)));
+  const Prediction p = predict(truth, factor, shape, samples, c);
+  s.mean_samples = samples;
+  s.olympic_minutes = p.minutes();
+  s.evals = p.run.evals;
+  s.eval_s = p.run.eval_s / p.run.evals;
+  s.startup_s = p.run.startup_s;
+  s.interval_samples_per_s = double(gbs) / p.step.step_s;  // so that start-up / (G / rate) is the steps
+  return s;
+}
+
+ModelConstants constants() {
+  ModelConstants c;
+  c.gradient_bytes = 6.7e8;
+  c.eval_interval = cadence;
+  return c;
+}
+
+const std::vector<RcpTable>& rcp() {
+  static const auto tables = load_rcp_tables(source_file("benchmarks/bert/mlperf/reference/rcp.json"));
+  return tables;
+}
+
+// The RCP samples of a synthetic v2.1 system at `gbs`.
+double rcp_at(int64_t gbs) { return rcp_samples(rcp(), "v2.1", gbs, double(cadence(gbs))); }
 
 }  // namespace
 
-TEST(Published, ResultTreeOlympicMeanAndSamples) {
-  bertperf::testing::TempDir dir("bertperf_perf");
-  // Minutes 2, 3, 4, 5 and one aborted (infinite): the olympic mean drops 2 and the aborted run.
-  write_run(dir / "result_0.txt", 0, 120000, "success", 100);
-  write_run(dir / "result_1.txt", 1000, 181000, "success", 200, "glued stdout text ");
-  write_run(dir / "result_2.txt", 0, 240000, "success", 300);
-  write_run(dir / "result_3.txt", 0, 300000, "success", 400);
-  write_run(dir / "result_4.txt", 0, 60000, "aborted", 500);
-  const TreeSummary s = read_result_tree(dir.path.string());
-  EXPECT_EQ(s.runs, 5);
-  EXPECT_EQ(s.successes, 4);
-  EXPECT_EQ(s.global_batch, 3072);
-  EXPECT_DOUBLE_EQ(s.olympic_minutes, (3 + 4 + 5) / 3.0);
-  EXPECT_DOUBLE_EQ(s.mean_samples, 300);
-
-  std::ofstream(dir / "result_5.txt") << ":::MLLOG {\"key\": \"run_start\", \"time_ms\": oops}\n";
-  try {
-    read_result_tree(dir.path.string());
-    FAIL() << "no error";
-  } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("result_5.txt:1"), std::string::npos) << e.what();
+TEST(Fit, RecoversTheParametersThatMadeTheResults) {
+  // One class at several batches and node counts, in two rounds, the older 20% slower in compute.
+  const ModelConstants c = constants();
+  const DeviceClass& a100 = devices().by_name("a100-sxm-80gb");
+  const DeviceFit truth = fit_of(300, 0.015, 12, 900);
+  std::vector<PublishedSystem> systems;
+  int i = 0;
+  for (const char* round : {"v2.0", "v2.1"})
+    for (auto [n, gbs] : std::vector<std::pair<int, int64_t>>{{1, 448}, {1, 256}, {2, 448}, {8, 3072}, {128, 4096}})
+      systems.push_back(synthetic(cat("a", i++), round, a100, n, 8, gbs, truth, std::string(round) == "v2.0" ? 1.2 : 1.0, c));
+  const ScalingModel m = fit_model(fit_set(systems), c, rcp());
+  const DeviceFit& fit = m.devices.at("a100-sxm-80gb");
+  EXPECT_EQ(m.newest_round, "v2.1");
+  EXPECT_DOUBLE_EQ(m.factor_of("v2.1"), 1.0);
+  EXPECT_NEAR(m.factor_of("v2.0"), 1.2, 1e-3);
+  EXPECT_DOUBLE_EQ(m.factor_of("v9.9"), 1.0);  // a round not seen: the newest's
+  EXPECT_NEAR(fit.rate, 300, 300 * 1e-3);
+  EXPECT_NEAR(fit.fixed_step_s, 0.015, 0.015 * 1e-2);  // 4 alternating passes: not fully converged
+  EXPECT_NEAR(fit.startup_steps, 12, 1e-9);
+  EXPECT_NEAR(fit.eval_rate, 900, 1e-6);
+  EXPECT_TRUE(fit.eval_from_logs);
+  EXPECT_EQ(fit.systems, 10);
+  EXPECT_EQ(fit.newest_round, "v2.1");
+  // Every system predicted back.
+  for (const auto& s : systems) {
+    const Prediction p = predict(fit, m.factor_of(s.round), shape_of(s, double(cadence(s.global_batch))),
+                                 *s.mean_samples, c);
+    EXPECT_NEAR(p.minutes() / *s.olympic_minutes, 1, 1e-3) << s.id;
   }
 }
 
-TEST(Published, CalibrationRules) {
-  PublishedResult cal;
-  cal.id = "cal", cal.device = "a100", cal.role = "calibration", cal.inter = "ib-hdr", cal.algo = "ring";
-  cal.nodes = 1, cal.gpus_per_node = 8, cal.global_batch = 448, cal.olympic_minutes = 17, cal.mean_samples = 2.46e6;
-  PublishedResult big = cal;
-  big.id = "big", big.role = "predict", big.nodes = 8, big.global_batch = 3072, big.olympic_minutes = 2.5;
-  big.mean_samples = 2.7e6;
-  const std::vector<RcpPoint> rcp = {{448, 2.4e6}, {4608, 2.8e6}};
-  ModelConstants c;
-  c.gradient_bytes = 6.7e8;
-  auto interval = [](int64_t gbs) -> int64_t { return gbs >= 3072 ? 175000 : 150000; };
+TEST(Fit, AClassAtOneBatchTakesTheOthersFixedStepCost) {
+  // A class published at one batch only cannot tell its fixed cost from its rate: it is pulled to the
+  // fixed cost of the classes that ran at several (here one, so exactly its).
+  const ModelConstants c = constants();
+  const DeviceFit ta = fit_of(300, 0.015, 12, 900), th = fit_of(1000, 0.015, 18, 1000);
+  std::vector<PublishedSystem> systems;
+  int i = 0;
+  for (auto [n, gbs] : std::vector<std::pair<int, int64_t>>{{1, 448}, {1, 256}, {8, 3072}, {128, 4096}})
+    systems.push_back(synthetic(cat("a", i++), "v2.1", devices().by_name("a100-sxm-80gb"), n, 8, gbs, ta, 1.0, c));
+  for (int n : {1, 2})
+    systems.push_back(synthetic(cat("h", i++), "v2.1", devices().by_name("h100-sxm"), n, 8, 768 * n, th, 1.0, c));
+  const ScalingModel m = fit_model(fit_set(systems), c, rcp());
+  EXPECT_NEAR(m.fixed_step_prior, 0.015, 1e-9);
+  EXPECT_NEAR(m.devices.at("h100-sxm").fixed_step_s, 0.015, 1e-9);
+  EXPECT_NEAR(m.devices.at("h100-sxm").rate, 1000, 1e-6);
+}
 
-  const Validation v = validate({cal, big}, rcp, c, interval);
-  ASSERT_EQ(v.calibrations.size(), 1u);
-  ASSERT_EQ(v.rows.size(), 1u);
-  EXPECT_EQ(v.rows[0].calibrated_from, "cal");
-  // The calibration result, predicted at its own rate, gives back its own time.
-  const ResultCase own = result_case(cal, c, 150000, v.calibrations[0].device_samples_per_s);
-  EXPECT_NEAR(predict_run(predict_step(own.step), own.step.device_samples_per_s, own.run).time_to_train_s, 17 * 60, 1e-6);
-  // The row's errors are its predictions against its measured time.
-  EXPECT_DOUBLE_EQ(v.rows[0].error_logged, v.rows[0].predicted_logged_minutes / 2.5 - 1);
-  EXPECT_DOUBLE_EQ(v.median_abs_error_rcp, std::fabs(v.rows[0].error_rcp));
+TEST(Validation, NeverUsesTheResultItPredictsNorACopyOfItsRuns) {
+  const ModelConstants c = constants();
+  const DeviceClass& a100 = devices().by_name("a100-sxm-80gb");
+  const DeviceFit truth = fit_of(300, 0.015, 12, 900);
+  std::vector<PublishedSystem> systems;
+  int i = 0;
+  for (auto [n, gbs] : std::vector<std::pair<int, int64_t>>{{1, 448}, {1, 256}, {2, 448}, {4, 1536}, {8, 3072}, {16, 3072}})
+    systems.push_back(synthetic(cat("a", i++), "v2.1", a100, n, 8, gbs, truth, 1.0, c));
+  systems[1].olympic_minutes = *systems[1].olympic_minutes * 1.3;  // a slower result among them
+  const Validation before = validate(systems, rcp(), c);
+  ASSERT_EQ(before.rows.size(), systems.size());
+  // The prediction of a result is the model fitted to the others, and does not move with its own time.
+  for (const auto& row : before.rows) {
+    const ScalingModel m = fit_model(fit_set(systems, {row.system->id}), c, rcp());
+    EXPECT_DOUBLE_EQ(row.sample_ratio, m.sample_ratio("a100-sxm-80gb", row.system->global_batch));
+    EXPECT_DOUBLE_EQ(row.expected_samples, row.rcp_samples * row.sample_ratio);
+    const Prediction p = predict(m.devices.at("a100-sxm-80gb"), 1.0, row.shape, row.expected_samples, c);
+    EXPECT_DOUBLE_EQ(p.minutes(), row.at_rcp.minutes()) << row.system->id;
+  }
+  std::vector<PublishedSystem> changed = systems;
+  changed[3].olympic_minutes = *changed[3].olympic_minutes * 2;
+  // A later round's copy of result 3, with other times: never fitted to, never predicted.
+  PublishedSystem copy = changed[3];
+  copy.id = "copy of a3", copy.round = "v3.0", copy.same_runs_as = changed[3].id;
+  copy.olympic_minutes = *copy.olympic_minutes * 5;
+  changed.push_back(copy);
+  const Validation after = validate(changed, rcp(), c);
+  ASSERT_EQ(after.rows.size(), systems.size());
+  EXPECT_DOUBLE_EQ(after.rows[3].at_rcp.minutes(), before.rows[3].at_rcp.minutes());
+  EXPECT_NE(after.rows[0].at_rcp.minutes(), before.rows[0].at_rcp.minutes());  // the others see result 3
+  ASSERT_EQ(after.skipped.size(), 1u);
+  EXPECT_EQ(after.skipped[0].first->id, "copy of a3");
+  // Bands: medians and maxima of the rows' absolute errors.
+  std::vector<double> one;
+  for (const auto& row : after.rows)
+    if (row.system->nodes == 1) one.push_back(std::fabs(row.error_rcp));
+  ASSERT_EQ(after.bands.front().name, "1");
+  EXPECT_EQ(after.bands.front().systems, 2);
+  EXPECT_DOUBLE_EQ(after.bands.front().median_abs_error, 0.5 * (one[0] + one[1]));
+  EXPECT_DOUBLE_EQ(after.bands.front().max_abs_error, std::max(one[0], one[1]));
+  EXPECT_EQ(node_band(16), "2-16");
+  EXPECT_EQ(node_band(17), "32+");
+}
 
-  PublishedResult second = cal;
-  second.id = "cal2";
-  EXPECT_THROW(validate({cal, second, big}, rcp, c, interval), InputError);
-  PublishedResult multi = cal;
-  multi.nodes = 2;
-  EXPECT_THROW(validate({multi, big}, rcp, c, interval), InputError);
-  PublishedResult h100 = big;
-  h100.device = "h100";
-  EXPECT_THROW(validate({cal, h100}, rcp, c, interval), InputError);
+TEST(Fit, RecoversPlantedSampleRatiosByBatchAndClass) {
+  // Results that needed 1.2x the RCP samples at GBS 448 and 0.9x at 3072, the H100 ones 1.1x more than
+  // the A100 ones at every batch, and two A100 results at 1536 (too few for a batch effect of their own).
+  const ModelConstants c = constants();
+  const DeviceFit ta = fit_of(300, 0.015, 12, 900), th = fit_of(1000, 0.015, 18, 1000);
+  std::vector<PublishedSystem> systems;
+  int i = 0;
+  for (const auto& [cls, truth, extra] : {std::tuple{"a100-sxm-80gb", ta, 1.0}, std::tuple{"h100-sxm", th, 1.1}})
+    for (auto [n, gbs, ratio] : std::vector<std::tuple<int, int64_t, double>>{
+             {1, 448, 1.2}, {2, 448, 1.2}, {4, 448, 1.2}, {8, 3072, 0.9}, {16, 3072, 0.9}, {32, 3072, 0.9}})
+      systems.push_back(synthetic(cat("s", i++), "v2.1", devices().by_name(cls), n, 8, gbs, truth, 1.0, c,
+                                  rcp_at(gbs) * ratio * extra));
+  for (int n : {2, 4})
+    systems.push_back(synthetic(cat("s", i++), "v2.1", devices().by_name("a100-sxm-80gb"), n, 8, 1536, ta, 1.0, c,
+                                rcp_at(1536)));
+  const ScalingModel m = fit_model(fit_set(systems), c, rcp());
+  // The batch effect is the batch's median, shared by both classes (here half-way between them); the class
+  // effects carry the 1.1 between them, at every batch.
+  EXPECT_NEAR(m.sample_ratio("a100-sxm-80gb", 448), 1.2, 1e-9);
+  EXPECT_NEAR(m.sample_ratio("h100-sxm", 448), 1.2 * 1.1, 1e-9);
+  EXPECT_NEAR(m.sample_ratio("a100-sxm-80gb", 3072), 0.9, 1e-9);
+  EXPECT_NEAR(m.sample_ratio("h100-sxm", 3072), 0.9 * 1.1, 1e-9);
+  EXPECT_EQ(m.batch_log_ratio.count(1536), 0u);  // 2 systems: no effect
+  EXPECT_NEAR(m.sample_ratio("h100-sxm", 1536) / m.sample_ratio("a100-sxm-80gb", 1536), 1.1, 1e-9);
+  EXPECT_NEAR(m.sample_ratio("l40s", 12345), 1.0, 0);  // neither a batch nor a class of the fit
+  // Switched off: no ratio at all, and the speed terms unchanged (they are fitted at the logged samples).
+  ModelConstants off = c;
+  switch_off(off, "samples");
+  const ScalingModel plain = fit_model(fit_set(systems), off, rcp());
+  EXPECT_DOUBLE_EQ(plain.sample_ratio("h100-sxm", 448), 1.0);
+  EXPECT_DOUBLE_EQ(plain.devices.at("h100-sxm").rate, m.devices.at("h100-sxm").rate);
+}
+
+TEST(Validation, AResultsOwnSamplesNeverMoveItsPrediction) {
+  // Four results at each of two batches, each needing its own multiple of the RCP samples: a result's ratio
+  // is the median of the other three at its batch (one class: its effect is the median of what the batch
+  // effects leave over the others), and its own samples move only its prediction at the logged samples.
+  const ModelConstants c = constants();
+  const DeviceFit truth = fit_of(300, 0.015, 12, 900);
+  const DeviceClass& a100 = devices().by_name("a100-sxm-80gb");
+  std::vector<PublishedSystem> systems;
+  int i = 0;
+  for (auto [n, gbs, ratio] : std::vector<std::tuple<int, int64_t, double>>{
+           {1, 448, 1.05}, {2, 448, 1.2}, {4, 448, 1.1}, {8, 448, 1.15},
+           {8, 3072, 0.9}, {16, 3072, 1.0}, {32, 3072, 0.95}, {64, 3072, 1.05}})
+    systems.push_back(synthetic(cat("s", i++), "v2.1", a100, n, 8, gbs, truth, 1.0, c, rcp_at(gbs) * ratio));
+  const Validation before = validate(systems, rcp(), c);
+  ASSERT_EQ(before.rows.size(), systems.size());
+  auto log_ratio = [](const PublishedSystem& s) { return std::log(*s.mean_samples / rcp_at(s.global_batch)); };
+  auto median_of = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+  };
+  for (const auto& row : before.rows) {
+    std::map<int64_t, std::vector<double>> by_batch;
+    for (const auto& o : systems)
+      if (o.id != row.system->id) by_batch[o.global_batch].push_back(log_ratio(o));
+    std::vector<double> left;
+    for (const auto& o : systems)
+      if (o.id != row.system->id) left.push_back(log_ratio(o) - median_of(by_batch[o.global_batch]));
+    EXPECT_NEAR(row.sample_ratio, std::exp(median_of(by_batch[row.system->global_batch]) + median_of(left)), 1e-12)
+        << row.system->id;
+  }
+  EXPECT_NEAR(before.rows[0].sample_ratio, 1.15, 0.01);  // the others at 448: 1.1, 1.15, 1.2
+  std::vector<PublishedSystem> changed = systems;
+  changed[0].mean_samples = *changed[0].mean_samples * 1.5;
+  const Validation after = validate(changed, rcp(), c);
+  EXPECT_DOUBLE_EQ(after.rows[0].sample_ratio, before.rows[0].sample_ratio);
+  EXPECT_DOUBLE_EQ(after.rows[0].at_rcp.minutes(), before.rows[0].at_rcp.minutes());
+  EXPECT_NE(after.rows[0].at_logged.minutes(), before.rows[0].at_logged.minutes());  // its own logged samples
+  EXPECT_GT(after.rows[1].sample_ratio, before.rows[1].sample_ratio);  // the others at its batch see it
+  // Without the term, every result is predicted at its RCP samples.
+  ModelConstants off = c;
+  switch_off(off, "samples");
+  for (const auto& row : validate(systems, rcp(), off).rows) EXPECT_EQ(row.expected_samples, row.rcp_samples);
+  EXPECT_THROW(switch_off(off, "luck"), InputError);
+}
+
+TEST(Fit, ACpuClassRunsAtItsNodesPeak) {
+  // A CPU class's results from nodes of 112 and 56 cores at 2.0 GHz and 112 at 2.5 GHz: one rate for the
+  // reference node (2 x 56 cores at 2.0 GHz), each node at its peak's share of it.
+  const ModelConstants c = constants();
+  const DeviceClass& amx = devices().by_name("xeon-amx");
+  const DeviceFit truth = fit_of(70, 0.3, 1.5, 160);
+  std::vector<PublishedSystem> systems;
+  int i = 0;
+  for (auto [n, gbs, node] : std::vector<std::tuple<int, int64_t, CpuNode>>{
+           {8, 2048, CpuNode{2, 56, 2.0}}, {16, 3072, CpuNode{2, 56, 2.0}}, {4, 448, CpuNode{2, 28, 2.0}},
+           {8, 1536, CpuNode{2, 56, 2.5}}, {16, 4096, CpuNode{1, 56, 2.0}}})
+    systems.push_back(synthetic(cat("x", i++), "v3.0", amx, n, 1, gbs, truth, 1.0, c, 0, node));
+  // The accelerator class the start-up and eval medians need beside it.
+  for (int n : {1, 2, 4})
+    systems.push_back(synthetic(cat("a", i++), "v3.0", devices().by_name("a100-sxm-80gb"), n, 8, 448 * n,
+                                fit_of(300, 0.015, 12, 900), 1.0, c));
+  const ScalingModel m = fit_model(fit_set(systems), c, rcp());
+  const DeviceFit& fit = m.devices.at("xeon-amx");
+  EXPECT_NEAR(fit.rate, 70, 70 * 1e-3);
+  EXPECT_NEAR(fit.fixed_step_s, 0.3, 0.3 * 1e-2);  // free: the class ran at several batches a node
+  for (const auto& s : systems) {
+    const Prediction p = predict(m.devices.at(s.device->name), m.factor_of(s.round),
+                                 shape_of(s, double(cadence(s.global_batch))), *s.mean_samples, c);
+    EXPECT_NEAR(p.minutes() / *s.olympic_minutes, 1, 1e-3) << s.id;
+    if (s.cpu) {
+      EXPECT_DOUBLE_EQ(p.inputs.device_samples_per_s, fit.rate * s.device_scale);
+    }
+  }
+  EXPECT_DOUBLE_EQ(systems[2].device_scale, 0.5);
+  EXPECT_DOUBLE_EQ(systems[3].device_scale, 1.25);
+}
+
+TEST(Published, TheCommittedDataSetLoads) {
+  const auto systems =
+      load_published_systems(source_file("benchmarks/bert/mlperf/reference/published_systems.json"), devices());
+  EXPECT_GE(systems.size(), 280u);
+  int multi_node_described = 0;
+  for (const auto& s : systems) {
+    if (s.nodes > 1 && s.device && s.network) ++multi_node_described;
+    if (s.id == "v2.1 Baidu 8_node_64_A100_PaddlePaddle") {
+      ASSERT_NE(s.device, nullptr);
+      EXPECT_EQ(s.device->name, "a100-sxm-80gb");
+      ASSERT_TRUE(s.network.has_value());
+      EXPECT_EQ(s.network->ports, 8);
+      EXPECT_EQ(s.network->gbps, 200);
+    }
+    if (s.per_node == 0) ADD_FAILURE() << s.id << ": a CPU-only row without a CPU class";
+  }
+  EXPECT_GE(multi_node_described, 60);
+  // Intel's CPU-only results: one device a node, a node of 2 x 56 cores at 2.0 GHz (v2.1 names neither
+  // the cores nor the clock: the class's reference node, assumed), on 100 GbE.
+  int cpu_rows = 0;
+  for (const auto& s : systems) {
+    if (s.accelerator != "N/A") continue;
+    ++cpu_rows;
+    ASSERT_NE(s.device, nullptr) << s.id;
+    EXPECT_EQ(s.device->name, "xeon-amx");
+    EXPECT_EQ(s.per_node, 1);
+    ASSERT_TRUE(s.cpu.has_value());
+    EXPECT_EQ(s.cpu->cores(), 112);
+    EXPECT_DOUBLE_EQ(s.cpu->clock_ghz, 2.0);
+    EXPECT_DOUBLE_EQ(s.device_scale, 1.0);
+    EXPECT_EQ(s.cpu_assumed, s.round == "v2.1") << s.id;
+    ASSERT_TRUE(s.network.has_value());
+    EXPECT_EQ(s.network->gbps, 100);
+    EXPECT_EQ(s.network->fabric, Fabric::kEthernet);
+  }
+  EXPECT_EQ(cpu_rows, 6);
+}
+
+TEST(Published, BadDataSetsAreOneLine) {
+  bertperf::testing::TempDir dir("bertperf_published");
+  const auto systems = read_json_file(source_file("benchmarks/bert/mlperf/reference/published_systems.json"));
+  auto write = [&](const Json& doc) { std::ofstream(dir / "p.json") << doc.dump(); };
+  auto expect = [&](const std::string& needle) {
+    try {
+      load_published_systems(dir / "p.json", devices());
+      FAIL() << "no error, expected " << needle;
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+      EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos);
+    }
+  };
+  Json doc = systems;
+  doc["systems"][0]["nodes"] = 0;
+  write(doc), expect("nodes");
+  doc = systems;
+  doc["systems"][1]["olympic_minutes"] = "fast";
+  write(doc), expect("olympic_minutes");
+  doc = systems;
+  doc["systems"][2]["same_runs_as"] = "v9.9 nobody";
+  write(doc), expect("v9.9 nobody");
+  doc = systems;
+  doc["systems"][3]["round"] = "2.1";
+  write(doc), expect("vX.Y");
+  doc = systems;
+  doc["systems"][4]["colour"] = "red";
+  write(doc), expect("colour");
 }

@@ -291,6 +291,10 @@ TEST(Reader, CapacitiesFollowRowsAndLayout) {
     ReaderOptions o = base_options(c.file, true);
     o.pack = c.pack;
     o.max_sequences_per_row = c.per_row;
+    // Known before a reader is built (what sizes a model), from the files' layouts alone.
+    const BatchShape shape = batch_shape(o);
+    EXPECT_EQ(shape.packed, c.pack || std::string(c.file) == "packed.hdf5");
+    expect_capacity(shape.capacity, c.want);
     PretrainingReader reader(o);
     expect_capacity(reader.capacity(), c.want);
     // Every batch has it, the last and smaller one of the pass too.
@@ -298,6 +302,11 @@ TEST(Reader, CapacitiesFollowRowsAndLayout) {
     ASSERT_GE(batches.size(), 2u);
     for (const Batch& b : batches) expect_capacity(b.capacity, c.want);
   }
+  // Packed and unpacked files in one list: refused before a reader is built, as by the reader.
+  ReaderOptions mixed = base_options("packed.hdf5", true);
+  mixed.files.push_back(base_options("varlength.hdf5", true).files[0]);
+  EXPECT_THROW(batch_shape(mixed), InputError);
+  EXPECT_NE(input_error(mixed).find("mixed"), std::string::npos);
 }
 
 TEST(Reader, WithoutPaddedPredictionsOnlyRealSlots) {

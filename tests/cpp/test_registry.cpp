@@ -28,17 +28,22 @@ std::string input_error(F&& f) {
 TEST(BackendRegistry, ReadsEachBackendsOwnOptions) {
   const BackendSpec cuda = parse_backend_spec(
       Json::parse(R"({"name": "cuda", "attention": "kernel", "gelu": "kernel", "deterministic": true,
-                      "attention_workspace_mb": 512, "device": 1, "capture": false})"),
+                      "attention_workspace_mb": 512, "device": 1, "blocking_uploads": true, "capture": false})"),
       "c.json: backend");
   EXPECT_EQ(cuda.name, "cuda");
   EXPECT_FALSE(cuda.capture);
-  EXPECT_EQ(cuda.options.size(), 5u);  // the backend's own fields, "name" and "capture" taken out
+  EXPECT_EQ(cuda.options.size(), 6u);  // the backend's own fields, "name" and "capture" taken out
   const BackendSpec cpu = backend_spec("cpu", {"threads=3"});
   EXPECT_EQ(cpu.options.at("threads"), 3);
   EXPECT_TRUE(cpu.capture);
   const BackendSpec bf16 = backend_spec("cpu-bf16", {"threads=2", "gemm=emulated", "isa=amx"});
   EXPECT_EQ(bf16.options.size(), 3u);
   EXPECT_EQ(bf16.options.at("gemm"), "emulated");
+  const BackendSpec async =
+      backend_spec("cpu-async", {"threads=2", "delay_us=150", "delay_seed=9", "blocking_uploads=true"});
+  EXPECT_EQ(async.options.size(), 4u);
+  EXPECT_EQ(async.options.at("delay_us"), 150);
+  EXPECT_EQ(async.options.at("blocking_uploads"), true);
 }
 
 TEST(BackendRegistry, BadBlocksAreOneLineNamingTheFieldAndTheFile) {

@@ -1,7 +1,11 @@
 // Training as a whole, on small learnable data: the loss falls; a run is bit-identical when
-// repeated in one process and across processes; a training step allocates nothing after the first
-// (cpu and cpu-bf16); bad configs, bad data and a NaN loss each end `bertperf train` with one line
-// and a non-zero exit.
+// Training as a whole, on small learnable data: the loss falls; a run is bit-identical when
+// repeated in one process and across processes; on cpu-async (the cpu backend's work queued as on a GPU: capture,
+// reading ahead, events; with and without random delays) it gives the cpu backend's losses, eval and checkpoint,
+// bit for bit at the same shapes (every batch at full capacity, "static_shapes") and within fp32 rounding of the
+// cpu backend at the batches' own sizes; a training step allocates nothing after the first (after the captures,
+// where the backend captures; on cpu, cpu-async and cpu-bf16); bad configs, bad data and a NaN loss each end
+// `bertperf train` with one line and a non-zero exit.
 #include <gtest/gtest.h>
 
 #include <link.h>
@@ -14,19 +18,16 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <memory>
 #include <new>
 #include <sstream>
 
-#include "data/reader.h"
-#include "comm/reducer.h"
 #include "backends/registry.h"
+#include "harness/reader_plan.h"
 #include "harness/train_config.h"
 #include "harness/train_session.h"
-#include "harness/train_step.h"
-#include "model/bert.h"
+#include "harness/train_stack.h"
 #include "model/checkpoint.h"
-#include "model/param_buffers.h"
-#include "optim/lamb.h"
 #include "synthetic_data.h"
 
 // Counts every operator new and aligned_alloc (the backends' buffers, core/buffer.h) in this test program while
@@ -102,6 +103,16 @@ Command run_bertperf(const std::string& args, const fs::path& dir) {
 
 size_t count_lines(const std::string& s) { return std::count(s.begin(), s.end(), '\n'); }
 
+// Backend blocks: the cpu backend at the batches' own sizes and at their full capacity (the shapes of a backend
+// that captures), and cpu-async, the cpu backend's work queued on a worker thread, also with random delays of up to
+// 300 us before each piece of work (widening the windows in which a missing wait would show).
+const char* const kCpu = R"({"name": "cpu", "threads": 1})";
+const char* const kCpuStatic = R"({"name": "cpu", "threads": 1, "static_shapes": true})";
+const char* const kCpuAsync = R"({"name": "cpu-async", "threads": 1})";
+const char* const kCpuAsyncDelayed = R"({"name": "cpu-async", "threads": 1, "delay_us": 300, "delay_seed": 5})";
+
+BackendSpec block(const char* json) { return parse_backend_spec(Json::parse(json), "test"); }
+
 TEST(Training, LossFallsAndAccuracyRisesOnLearnableData) {
   const auto run = testing::write_synthetic_run(scratch("learn"));
   const TrainConfig config = load_train_config(run.config_path);
@@ -125,6 +136,17 @@ TEST(Training, TwentyStepTrajectoryIsBitIdenticalInOneProcess) {
   ASSERT_EQ(a.size(), 20u);
   for (int i = 0; i < 20; ++i) EXPECT_EQ(std::memcmp(&a[i], &b[i], sizeof(double)), 0) << "step " << i;
   EXPECT_NE(a, c) << "a different seed must give a different run";
+  // cpu-async runs the cpu backend's ops (captured and replayed after the first steps, with random delays) at full
+  // capacity: the cpu backend's bits at those shapes.
+  TrainConfig at_capacity = config, async = config;
+  at_capacity.backend = block(kCpuStatic);
+  async.backend = block(kCpuAsyncDelayed);
+  const auto s = losses(at_capacity, 42, 20), d = losses(async, 42, 20);
+  ASSERT_EQ(d.size(), 20u);
+  for (int i = 0; i < 20; ++i) {
+    EXPECT_EQ(std::memcmp(&s[i], &d[i], sizeof(double)), 0) << "cpu-async, step " << i;
+    EXPECT_NEAR(s[i], a[i], 1e-6 * a[i]) << "full capacity, step " << i;
+  }
   fs::remove_all(run.dir);
 }
 
@@ -174,14 +196,48 @@ TEST(Training, TwentyStepTrajectoryIsIdenticalAcrossProcesses) {
   fs::remove_all(run.dir);
 }
 
+// `bertperf train` with eval and a checkpoint prints the same lines on cpu-async as on the cpu backend at the same
+// shapes, with and without random delays, and saves the same parameters, bit for bit; the cpu backend at the
+// batches' own sizes rounds its products over tokens differently, within fp32 rounding.
+TEST(Training, CpuAsyncTrainsAndEvaluatesAsTheCpuBackendBitForBit) {
+  const fs::path dir = scratch("async");
+  struct Run {
+    const char* name;
+    const char* backend;
+    Command command = {};
+    std::unique_ptr<FlatTensors> params = {};
+  };
+  Run runs[] = {{"cpu-static", kCpuStatic}, {"cpu-async", kCpuAsync}, {"delayed", kCpuAsyncDelayed}, {"cpu", kCpu}};
+  std::unique_ptr<TensorTable> table;
+  for (Run& r : runs) {
+    const auto run =
+        testing::write_synthetic_run(dir / r.name, {{"backend", nlohmann::ordered_json::parse(r.backend)}});
+    const std::string checkpoint = (dir / r.name / "params.h5").string();
+    r.command = run_bertperf("train --config " + run.config_path + " --seed 42 --steps 12 --eval --save " + checkpoint,
+                             run.dir);
+    ASSERT_EQ(r.command.status, 0) << r.name << ": " << r.command.err;
+    if (!table) table = std::make_unique<TensorTable>(bert_parameter_table(load_train_config(run.config_path).model));
+    r.params = std::make_unique<FlatTensors>(*table);
+    load_checkpoint(*r.params, checkpoint);
+  }
+  const Run& want = runs[0];
+  EXPECT_EQ(count_lines(want.command.out), 13u) << want.command.out;
+  EXPECT_NE(want.command.out.find("eval samples 64 mlm_accuracy"), std::string::npos) << want.command.out;
+  for (const Run* r : {&runs[1], &runs[2]}) {
+    EXPECT_EQ(r->command.out, want.command.out) << r->name;
+    EXPECT_EQ(std::memcmp(r->params->data(), want.params->data(), want.params->size() * sizeof(float)), 0)
+        << r->name << ": the checkpoints differ";
+  }
+  double worst = 0;
+  for (size_t i = 0; i < want.params->size(); ++i)
+    worst = std::max(worst, std::fabs(double(runs[3].params->data()[i]) - want.params->data()[i]));
+  EXPECT_LT(worst, 1e-5) << "the cpu backend at the batches' own sizes";
+  fs::remove_all(dir);
+}
+
 // The first training batch of a config's data, as the trainer reads it with seed 0.
 Batch first_batch(const TrainConfig& config, bool pad_predictions = true) {
-  ReaderOptions options;
-  options.files = config.train_files;
-  options.batch_rows = config.local_batch_size;
-  options.seq_len = config.seq_len;
-  options.max_predictions = config.max_predictions;
-  options.vocab_size = config.model.vocab_size;
+  ReaderOptions options = reader_plan(config, DataSet::TRAIN, 0, 1).options;
   options.pad_predictions = pad_predictions;
   PretrainingReader reader(options);
   Batch batch;
@@ -189,26 +245,20 @@ Batch first_batch(const TrainConfig& config, bool pad_predictions = true) {
   return batch;
 }
 
-// The pieces of a training step on the CPU backend, as a session builds them.
+// The training stack of a config on one rank, from the parameters of seed 1.
 struct StepParts {
-  std::unique_ptr<Backend> backend;
-  TensorTable table;
-  ParamBuffers params;
-  BertModel model;
-  Lamb lamb;
   std::unique_ptr<DistContext> dist = DistContext::single();
-  std::unique_ptr<GradReducer> reducer;
+  TrainStack stack;
 
-  StepParts(const TrainConfig& config, BatchCapacity capacity)
-      : backend(make_backend(config.backend)),
-        table(bert_parameter_table(config.model)),
-        params(*backend, table),
-        model(*backend, config.model, table, capacity),
-        lamb(*backend, table, config.lamb),
-        reducer(make_grad_reducer(*backend, backend->master_dtype(), *dist)) {
-    FlatTensors host(table);
-    bert_init_parameters(host, config.model, 1);
-    params.upload(host);
+  StepParts(const TrainConfig& config, BatchCapacity capacity, int micro_batches = 1,
+            ClipMode clip = ClipMode::PER_MICRO_BATCH)
+      : stack(spec(config, capacity, micro_batches, clip), *dist) {}
+
+  static TrainStackSpec spec(const TrainConfig& config, BatchCapacity capacity, int micro_batches, ClipMode clip) {
+    TrainStackSpec s = stack_spec(config, 1, capacity);
+    s.micro_batches = micro_batches;
+    s.clip = clip;
+    return s;
   }
 };
 
@@ -230,42 +280,46 @@ void find_onednn_text() {
       nullptr);
 }
 
-// After a first step at a shape (which makes the backend's plans: the arena's buffers, cpu-bf16's oneDNN primitives),
-// a step allocates nothing: not on cpu, not on cpu-bf16 with its GEMMs emulated, and on cpu-bf16 with oneDNN's GEMMs
-// nothing of its own. oneDNN's execute builds an argument map and an execution context on every call (a few small
-// operator new calls inside libdnnl, freed before it returns), which no public oneDNN 2.x call avoids: those are
-// counted apart and printed, and must be all there is. The bf16 backends run two threads, so the tiles' thread slots
-// are shared out too.
+// After a first step at a shape (which makes the backend's plans: the arena's buffers, cpu-bf16's oneDNN primitives)
+// a step allocates nothing: not on cpu, not on cpu-async (whose step is captured at its second and third runs, one
+// graph per staging set, and replayed after: queuing and replaying allocate nothing either), not on cpu-bf16 with its
+// GEMMs emulated, and on cpu-bf16 with oneDNN's GEMMs nothing of its own. oneDNN's execute builds an argument map and
+// an execution context on every call (a few small operator new calls inside libdnnl, freed before it returns), which
+// no public oneDNN call avoids: those are counted apart and printed, and must be all there is. The bf16 backends run
+// two threads, so the tiles' thread slots are shared out too.
 TEST(Training, StepAllocatesNothingAfterTheFirst) {
   const auto run = testing::write_synthetic_run(scratch("alloc"));
-  const TrainConfig fp32 = load_train_config(run.config_path);
-  const Batch batch = first_batch(fp32);
-  for (const std::string gemm : {"", "emulated", "auto"}) {
-    TrainConfig config = fp32;
-    if (!gemm.empty()) config.backend = backend_spec("cpu-bf16", {"threads=2", "gemm=" + gemm});
+  TrainConfig config = load_train_config(run.config_path);
+  const Batch batch = first_batch(config);
+  const char* const backends[] = {kCpu, kCpuAsync, R"({"name": "cpu-bf16", "threads": 2, "gemm": "emulated"})",
+                                  R"({"name": "cpu-bf16", "threads": 2, "gemm": "auto"})"};
+  for (const char* backend : backends) {
+    config.backend = block(backend);
+    const bool onednn_may_allocate = std::strstr(backend, "auto") != nullptr;
     for (const ClipMode clip : {ClipMode::PER_MICRO_BATCH, ClipMode::AFTER_REDUCTION}) {
-      const std::string what = cat(config.backend.name, gemm.empty() ? "" : " gemm=" + gemm,
-                                   clip == ClipMode::PER_MICRO_BATCH ? ", per micro-batch" : ", after reduction");
+      const std::string what =
+          cat(backend, clip == ClipMode::PER_MICRO_BATCH ? ", per micro-batch" : ", after reduction");
       SCOPED_TRACE(what);
-      StepParts parts(config, batch.capacity);
-      find_onednn_text();
       // Two micro-batches, so the accumulation path runs too.
-      TrainStep step(*parts.backend, parts.model, parts.params, parts.lamb, *parts.reducer,
-                     {.micro_batches = 2, .seed = 1, .clip = clip}, batch.capacity);
+      StepParts parts(config, batch.capacity, 2, clip);
+      find_onednn_text();
+      TrainStep& step = parts.stack.step();
       const std::vector<const Batch*> micro = {&batch, &batch};
-      step.run(micro, 0);
+      const int64_t warm = parts.stack.backend().capabilities().capture ? 3 : 1;
+      for (int64_t i = 0; i < warm; ++i) step.run(micro, i);
+      EXPECT_EQ(step.captured(), parts.stack.backend().capabilities().capture);
       g_allocations = 0;
       g_onednn_allocations = 0;
       g_count_allocations = true;
-      for (int64_t i = 1; i < 4; ++i) step.run(micro, i);
+      for (int64_t i = warm; i < warm + 3; ++i) step.run(micro, i);
       g_count_allocations = false;
       EXPECT_EQ(g_allocations.load(), 0);
-      if (gemm != "auto") {
+      if (!onednn_may_allocate) {
         EXPECT_EQ(g_onednn_allocations.load(), 0);
       }
       if (g_onednn_allocations > 0)
         std::printf("[ NOTE     ] %s: %ld allocations inside oneDNN's execute in 3 steps (%s)\n", what.c_str(),
-                    g_onednn_allocations.load(), parts.backend->describe().c_str());
+                    g_onednn_allocations.load(), parts.stack.backend().describe().c_str());
     }
   }
   fs::remove_all(run.dir);
@@ -281,23 +335,24 @@ TEST(Training, UnpaddedPredictionsGiveThePaddedLossAndGradients) {
   ASSERT_LT(unpadded.predictions, padded.predictions) << "the synthetic data must have empty slots";
   for (int i = 0; i < unpadded.predictions; ++i) EXPECT_EQ(unpadded.mlm_weights[i], 1.0f);
   StepParts parts(config, padded.capacity);
-  BatchStage stage(*parts.backend, padded.capacity);
+  TrainStack& stack = parts.stack;
+  BatchStage stage(stack.backend(), padded.capacity);
   const ops::DropoutCounter counter{7, 3, 0};
   auto run_step = [&](const Batch& host, FlatTensors& grads) {
     const DeviceBatch& batch = stage.stage(host, LossWeighting::MEAN);
-    parts.model.zero_stats();
-    parts.model.forward(batch, parts.params.weights(), true, &counter, 0);
-    parts.backend->fill_zero(parts.params.grads(), parts.params.elements() * sizeof(float));
-    parts.model.backward(batch, parts.params.weights(), parts.params.grads(), 1.0f);
-    parts.params.download_grads(grads);
-    return parts.model.read_stats();
+    stack.model().zero_stats();
+    stack.model().forward(batch, stack.params().weights(), true, &counter, 0);
+    stack.backend().fill_zero(stack.params().grads(), stack.params().elements() * sizeof(float));
+    stack.model().backward(batch, stack.params().weights(), stack.params().grads(), 1.0f);
+    stack.params().download_grads(grads);
+    return stack.model().read_stats();
   };
-  FlatTensors padded_grads(parts.table), unpadded_grads(parts.table);
+  FlatTensors padded_grads(stack.table()), unpadded_grads(stack.table());
   const LossStats a = run_step(padded, padded_grads), b = run_step(unpadded, unpadded_grads);
   EXPECT_NEAR(a.mlm_loss, b.mlm_loss, 1e-6 * std::abs(a.mlm_loss));
   EXPECT_DOUBLE_EQ(a.nsp_loss, b.nsp_loss);
   EXPECT_EQ(a.mlm_correct, b.mlm_correct);
-  for (const TensorInfo& t : parts.table.tensors()) {
+  for (const TensorInfo& t : stack.table().tensors()) {
     const float* x = padded_grads.get(t.name);
     const float* y = unpadded_grads.get(t.name);
     double scale = 0, diff = 0;
@@ -318,7 +373,7 @@ TEST(Training, NanLossEndsWithOneLineAndNonZeroExit) {
   bert_init_parameters(params, clean.model, 1);
   params.get("bert/embeddings/LayerNorm/gamma")[0] = std::nanf("");
   save_checkpoint(params, (dir / "nan.h5").string());
-  const auto run = testing::write_synthetic_run(dir, "\"init_checkpoint\": \"nan.h5\",");
+  const auto run = testing::write_synthetic_run(dir, {{"init_checkpoint", "nan.h5"}});
   const Command c = run_bertperf("train --config " + run.config_path + " --steps 5", dir);
   EXPECT_NE(c.status, 0);
   EXPECT_EQ(count_lines(c.err), 1u) << c.err;

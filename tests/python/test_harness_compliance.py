@@ -20,6 +20,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bertperf_paths import REPO, find_binary  # noqa: E402
+from tiny_config import write_tiny_config  # noqa: E402
 
 TIMED_RUN_TEST = find_binary("test_harness_timed_run")
 BERTPERF = find_binary("bertperf")
@@ -126,22 +127,8 @@ def write_tiny_benchmark(directory, target=0.72, max_samples=1600, runs=2, other
         "name": "tiny", "submission_benchmark": "bert", "target_accuracy": target, "eval_samples": 64,
         "eval_interval": {"scale": 1.0, "per_global_batch_sample": 0.0, "offset": 128, "round_down_to": 1},
         "runs": runs}))
-    config = directory / "config.json"
-    config.write_text(json.dumps({
-        "benchmark": "tiny", "system": "cpu_2c",
-        "bert_config": {"vocab_size": 32, "hidden_size": 16, "num_hidden_layers": 24, "num_attention_heads": 2,
-                        "intermediate_size": 32, "hidden_act": "gelu", "hidden_dropout_prob": 0.1,
-                        "attention_probs_dropout_prob": 0.1, "max_position_embeddings": 32, "type_vocab_size": 2,
-                        "initializer_range": 0.02},
-        "data": {"train_files": ["train.hdf5"], "eval_file": "eval.hdf5", "seq_len": 32, "max_predictions": 5,
-                 "packed": False},
-        "batch": {"local_batch_size": 8, "grad_accum_steps": 1, "ranks": 1},
-        "backend": {"name": "cpu", "threads": 1},
-        "lamb": {"learning_rate": 0.02, "beta1": 0.9, "beta2": 0.999, "epsilon": 1e-06, "weight_decay": 0.01,
-                 "max_grad_norm": 1.0, "train_steps": 200, "warmup_steps": 0, "start_warmup_step": 0,
-                 "poly_power": 1.0},
-        "eval": {"batch_size": 16}, "max_samples": max_samples}))
-    return config
+    return write_tiny_config(directory / "config.json", bert_config__num_hidden_layers=24,
+                             data__train_files=["train.hdf5"], data__eval_file="eval.hdf5", max_samples=max_samples)
 
 
 needs_bertperf = pytest.mark.skipif(BERTPERF is None, reason="bertperf not built")

@@ -10,6 +10,7 @@ import subprocess
 import pytest
 
 from bertperf_paths import find_binary
+from tiny_config import write_tiny_config
 
 BERTPERF = find_binary("bertperf")
 pytestmark = pytest.mark.skipif(BERTPERF is None, reason="build/bin/bertperf is not built")
@@ -66,27 +67,12 @@ def workspace(tmp_path_factory):
 
 
 def config(d, name="config.json", **overrides):
-    c = {"benchmark": "hostile", "system": "test_cpu",
-         "bert_config": {"vocab_size": len(VOCAB), "hidden_size": 16, "num_hidden_layers": 1,
-                         "num_attention_heads": 2, "intermediate_size": 32, "hidden_act": "gelu",
-                         "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1,
-                         "max_position_embeddings": 32, "type_vocab_size": 2, "initializer_range": 0.02},
-         "data": {"train_files": ["train.txt.hdf5"], "eval_file": "eval.txt.hdf5", "seq_len": 32,
-                  "max_predictions": 5, "packed": False},
-         "batch": {"local_batch_size": 4, "grad_accum_steps": 1, "ranks": 1},
-         "backend": {"name": "cpu", "threads": 1},
-         "lamb": {"learning_rate": 0.01, "beta1": 0.9, "beta2": 0.999, "epsilon": 1e-06, "weight_decay": 0.01,
-                  "max_grad_norm": 1.0, "train_steps": 100, "warmup_steps": 0, "start_warmup_step": 0,
-                  "poly_power": 1.0},
-         "eval": {"batch_size": 4}}
-    for path, value in overrides.items():
-        *parents, key = path.split("__")
-        node = c
-        for p in parents:
-            node = node[p]
-        node[key] = value
-    (d / name).write_text(json.dumps(c))
-    return d / name
+    """The tiny config (tiny_config.py) on this workspace's data and vocabulary: one layer, batches of 4."""
+    hostile = dict(benchmark="hostile", system="test_cpu", bert_config__vocab_size=len(VOCAB),
+                   bert_config__num_hidden_layers=1, data__train_files=["train.txt.hdf5"],
+                   data__eval_file="eval.txt.hdf5", batch__local_batch_size=4, lamb__learning_rate=0.01,
+                   lamb__train_steps=100, eval__batch_size=4, max_samples=None)
+    return write_tiny_config(d / name, **{**hostile, **overrides})
 
 
 def test_valid_workspace_trains(workspace):

@@ -100,7 +100,10 @@ def test_mini_without_arguments_runs_to_the_end_beside_the_committed_set(tmp_pat
     # The committed set is the baseline: untouched, and the first set of the report.
     assert sorted(p.relative_to(root) for p in (root / "results" / "mini_cpu_2c").rglob("*")) == committed
     report = (out / "REPORT.md").read_text()
-    assert report.count("cpu_2c") >= 2 and "#2" in report, report[:2000]
+    # Each set named by what it is: the committed baseline's path and this run's.
+    baseline_label = "bertperf/cpu_2c (results/mini_cpu_2c)"
+    run_label = f"bertperf/cpu_2c ({out.relative_to(root)})"
+    assert baseline_label in report and run_label in report and "#2" not in report, report[:2000]
     assert (out / "CHECK.txt").read_text().startswith(f"PASS {out.relative_to(root)} (tree, ruleset 5.0.0)")
     assert proc.stdout.count(f"PASS {out.relative_to(root)}/results/cpu_2c/bert/result_") == 10  # official checker
     assert list((out / "plots").glob("*.png"))

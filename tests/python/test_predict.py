@@ -1,18 +1,28 @@
-"""`bertperf predict` (the scaling model) against published MLPerf results, and the a100_8x8 config
-against Baidu's v2.1 8x8 logs.
+"""`bertperf predict` (the scaling model) against every published MLPerf BERT result, and the a100_8x8
+config against Baidu's v2.1 8x8 logs.
 
-- The validation's inputs for results with a published tree (global batch, samples to converge, time
-  to train) are what this test reads from the logs itself, with the compliance package's parser:
-  `bertperf predict --validate` must report the same, from the tree.
-- The recorded figures in benchmarks/bert/mlperf/reference/published_results.json equal the trees' too.
-- Calibration: one single-node result per GPU type, never one that is predicted.
-- The median absolute error of the prediction, over the results whose system is described (multi-node
-  systems whose network no source describes are predicted too but kept out), stays under a stated
-  bound: 5% at the logged samples (the speed model alone), 8% at the RCP samples (the whole model).
-- The RCP table the predictor reads is the RCP checker's own (pruned) table.
+- `bertperf predict --validate --json` predicts every usable result of the data set
+  (benchmarks/bert/mlperf/reference/published_systems.json) and says why it predicts none of the rest;
+  its "bands" (by node count) and "devices" are the median and largest absolute error of its rows.
+- Leave-one-out is real: a result's prediction does not move when its own time, its own samples (or a
+  later copy of its runs) change, while the other results of its class see it.
+- The samples term: each result's ratio (samples to converge over RCP samples) is what this test computes
+  from the data set itself: the median log ratio of the other results at its global batch (3 or more),
+  plus the median over the other results of its class of what the batch effects leave (3 or more); the
+  RCP samples are the RCP checker's mean plus half the benchmark's eval interval. Without the term the
+  bands at the logged samples are the same and those at the RCP samples worse.
+- Intel's CPU-only results are predicted (device class xeon-amx), and `--device xeon-amx` plans a CPU
+  cluster from the cpu_2c config: a node's rate is the fit times its peak's share of the reference node's,
+  the 16-node results are predicted from the 8-node ones alone within 15%, and a measured core rate in
+  devices.json (core_samples_per_s) stands in for a class without results.
+- The medians stay under stated bounds (the figures of benchmarks/RESULTS.md, with some room): at the
+  RCP samples and at the samples each result logged.
+- Baidu's v2.1 8x8 result (2.476 min) predicted from benchmarks/bert/mlperf/a100_8x8.json by a model
+  fitted without it: within 3%.
+- --batch, --nodes, --gpus-per-node, --device and --network change what they name.
+- The RCP tables the predictor reads are the RCP checker's own (pruned) tables, per ruleset.
 - `bertperf run-once --dry-run` on a100_8x8 logs every hyperparameter line of Baidu's ten 8x8 logs
   with the same value, once each; the keys Baidu does not log are a stated list.
-- `bertperf predict --config a100_8x8` shows Baidu's 2.476 minutes beside its prediction and error.
 """
 import json
 import math
@@ -31,11 +41,14 @@ from bertperf_compliance.mllog_parse import parse_file  # noqa: E402
 
 BERTPERF = find_binary("bertperf")
 MLPERF = REPO / "benchmarks" / "bert" / "mlperf"
-PUBLISHED = json.loads((MLPERF / "reference" / "published_results.json").read_text())["results"]
+DATASET = MLPERF / "reference" / "published_systems.json"
+SYSTEMS = json.loads(DATASET.read_text())["systems"]
+BAIDU = "v2.1 Baidu 8_node_64_A100_PaddlePaddle"
 BAIDU_TREE = "v2.1/Baidu/results/8_node_64_A100_PaddlePaddle/bert"
 
-MEDIAN_BOUND_LOGGED = 0.05
-MEDIAN_BOUND_RCP = 0.08
+# Median absolute error bounds, by node band (benchmarks/RESULTS.md has the figures these guard).
+BOUND_RCP = {"1": 0.06, "2-16": 0.075, "32+": 0.09}
+BOUND_LOGGED = {"1": 0.035, "2-16": 0.05, "32+": 0.11}
 
 # Hyperparameter keys: those the compliance rules name for BERT (closed_common, closed_bert), and the
 # other hyperparameters submitters log.
@@ -58,106 +71,262 @@ def need_binary():
 
 
 def run(*args, **kw):
-    return subprocess.run([str(BERTPERF), *args], cwd=REPO, capture_output=True, text=True, timeout=60, **kw)
+    return subprocess.run([str(BERTPERF), *map(str, args)], cwd=REPO, capture_output=True, text=True, timeout=120,
+                          **kw)
 
 
-def tree_figures(tree: Path):
-    """Global batch, olympic-mean minutes and mean train_samples of a result folder, from its logs."""
-    minutes, samples, gbs = [], [], set()
-    for path in sorted(tree.glob("result_*.txt")):
-        records, errors = parse_file(path)
-        assert not errors, f"{path}: {errors[0]}"
-        by_key = {}
-        for r in records:
-            by_key.setdefault(r.key, []).append(r)
-        gbs.update(r.value for r in by_key["global_batch_size"])
-        samples.append(by_key["train_samples"][0].value)
-        stop = by_key.get("run_stop", [])
-        ok = bool(stop) and stop[0].metadata.get("status") == "success"
-        minutes.append((stop[0].time_ms - by_key["run_start"][0].time_ms) / 60000 if ok else math.inf)
-    assert len(gbs) == 1, f"{tree}: batch sizes {gbs}"
-    kept = sorted(minutes)[1:-1]
-    return gbs.pop(), sum(kept) / len(kept), sum(samples) / len(samples)
+def validate(*extra):
+    out = run("predict", "--validate", "--json", *extra)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
 
 
 @pytest.fixture(scope="module")
 def validation():
     need_binary()
-    results = require_results()
-    out = run("predict", "--validate", "--json", "--results-dir", str(results))
+    return validate()
+
+
+def band(nodes):
+    return "1" if nodes == 1 else "2-16" if nodes <= 16 else "32+"
+
+
+def summary(errors):
+    return {"systems": len(errors), "median_abs_error": pytest.approx(statistics.median(errors), abs=1e-12),
+            "max_abs_error": pytest.approx(max(errors), abs=1e-12)}
+
+
+def test_bands_are_the_rows_errors(validation):
+    rows = validation["rows"]
+    assert [b["nodes"] for b in validation["bands"]] == ["1", "2-16", "32+"]
+    for key, name in (("bands", "error_rcp"), ("bands_logged", "error_logged")):
+        for b in validation[key]:
+            errors = [abs(r[name]) for r in rows if band(r["nodes"]) == b["nodes"]]
+            assert {k: b[k] for k in ("systems", "median_abs_error", "max_abs_error")} == summary(errors)
+    for d in validation["devices"]:
+        errors = [abs(r["error_rcp"]) for r in rows if r["device"] == d["device"]]
+        assert {k: d[k] for k in ("systems", "median_abs_error", "max_abs_error")} == summary(errors)
+    for r in rows:
+        assert r["band"] == band(r["nodes"])
+        assert r["error_rcp"] == pytest.approx(r["predicted_rcp_minutes"] / r["olympic_minutes"] - 1, abs=1e-12)
+        assert r["error_logged"] == pytest.approx(r["predicted_logged_minutes"] / r["olympic_minutes"] - 1, abs=1e-12)
+
+
+def test_every_result_is_predicted_or_says_why(validation):
+    predicted = {r["id"] for r in validation["rows"]}
+    skipped = {s["id"]: s["reason"] for s in validation["skipped"]}
+    assert not predicted & set(skipped)
+    assert predicted | set(skipped) == {s["id"] for s in SYSTEMS}
+    assert len(predicted) >= 240
+    for s in SYSTEMS:
+        if s["same_runs_as"]:
+            assert skipped[s["id"]] == f"the same runs as {s['same_runs_as']}"
+    # Every GPU type of the issue is predicted.
+    devices = {r["device"] for r in validation["rows"]}
+    assert {"a100-sxm-80gb", "a100-sxm-40gb", "a100-pcie-80gb", "h100-sxm", "h100-pcie", "h200", "xeon-amx"} <= devices
+    # RCP samples: the mean of the result's ruleset at its batch, plus half an interval.
+    baidu = next(r for r in validation["rows"] if r["id"] == BAIDU)
+    _, pruned = rcp_module.rcp_tables("2.1.0")
+    low, high = pruned[0], pruned[1]
+    mean = low.mean + (high.mean - low.mean) * (3072 - low.bs) / (high.bs - low.bs)
+    assert baidu["rcp_samples"] == pytest.approx(mean + 175000 / 2, abs=0.1)
+    for r in validation["rows"]:
+        assert r["expected_samples"] == pytest.approx(r["rcp_samples"] * r["sample_ratio"], rel=1e-12)
+
+
+def test_leave_one_out_is_real(tmp_path, validation):
+    doc = json.loads(DATASET.read_text())
+    for s in doc["systems"]:
+        if s["id"] == BAIDU:
+            s["olympic_minutes"] *= 2
+    path = tmp_path / "published.json"
+    path.write_text(json.dumps(doc))
+    changed = {r["id"]: r for r in validate("--published", path)["rows"]}
+    before = {r["id"]: r for r in validation["rows"]}
+    assert changed[BAIDU]["predicted_rcp_minutes"] == pytest.approx(before[BAIDU]["predicted_rcp_minutes"], rel=1e-12)
+    assert changed[BAIDU]["error_rcp"] != pytest.approx(before[BAIDU]["error_rcp"], abs=1e-3)
+    nvidia = "v2.1 NVIDIA dgxa100_n8_ngc22.09_pytorch"
+    assert changed[nvidia]["predicted_rcp_minutes"] != pytest.approx(before[nvidia]["predicted_rcp_minutes"], rel=1e-6)
+    # Its own samples (and the time they take): its ratio and its prediction at the RCP samples stay; the
+    # ratios of the results at its batch move (it falls from above their median to below: medians move with
+    # ranks only).
+    doc = json.loads(DATASET.read_text())
+    for s in doc["systems"]:
+        if s["id"] == BAIDU:
+            s["mean_samples"] *= 0.8
+            s["olympic_minutes"] *= 0.8
+    path.write_text(json.dumps(doc))
+    changed = {r["id"]: r for r in validate("--published", path)["rows"]}
+    assert changed[BAIDU]["sample_ratio"] == before[BAIDU]["sample_ratio"]
+    assert changed[BAIDU]["predicted_rcp_minutes"] == pytest.approx(before[BAIDU]["predicted_rcp_minutes"], rel=1e-12)
+    at_3072 = [i for i, r in before.items() if r["global_batch"] == 3072 and i != BAIDU]
+    assert any(changed[i]["sample_ratio"] != before[i]["sample_ratio"] for i in at_3072)
+
+
+def test_median_errors_under_the_bounds(validation):
+    for key, bounds in (("bands", BOUND_RCP), ("bands_logged", BOUND_LOGGED)):
+        for b in validation[key]:
+            assert b["median_abs_error"] < bounds[b["nodes"]], (key, b)
+
+
+@pytest.mark.parametrize("ablation", [["--without", "round"], ["--without", "fixed-step"],
+                                      ["--without", "logged-costs"], ["--algo", "hierarchical"]])
+def test_each_term_of_the_model_helps(validation, ablation):
+    # The validation without a term of the model (benchmarks/RESULTS.md has the figures): the speed model
+    # (at the logged samples) is worse over the three bands together.
+    def total(v):
+        return sum(b["median_abs_error"] for b in v["bands_logged"])
+    assert total(validate(*ablation)) > total(validation)
+
+
+def mlperf_eval_interval(gbs):
+    """The benchmark's eval interval: 5% of (230.23 x GBS + 3,000,000) samples, down to a multiple of 25,000."""
+    return math.floor(0.05 * (230.23 * gbs + 3_000_000) / 25_000) * 25_000
+
+
+def rcp_samples(round_name, gbs):
+    """The RCP checker's (pruned) mean at the batch, interpolated, plus half an eval interval."""
+    _, pruned = rcp_module.rcp_tables(round_name[1:] + ".0")
+    points = sorted((p.bs, p.mean) for p in pruned)
+    if gbs <= points[0][0]:
+        mean = points[0][1]
+    elif gbs >= points[-1][0]:
+        mean = points[-1][1]
+    else:
+        (b0, m0), (b1, m1) = next((a, b) for a, b in zip(points, points[1:]) if a[0] <= gbs <= b[0])
+        mean = m0 + (m1 - m0) * (gbs - b0) / (b1 - b0)
+    return mean + mlperf_eval_interval(gbs) / 2
+
+
+def test_sample_ratio_is_the_median_of_the_others(validation):
+    # The fit set: every result with a time and samples that is not a copy, of a device class (the predicted
+    # rows, and the lone MI300X result, which is fitted to but not predicted).
+    lone = {s["id"] for s in validation["skipped"] if s["reason"].startswith("the only result of device class")}
+    device = {r["id"]: r["device"] for r in validation["rows"]} | {i: i for i in lone}
+    fit = [s for s in SYSTEMS if s["id"] in device]
+    for s in fit:
+        s_ratio = math.log(s["mean_samples"] / rcp_samples(s["round"], s["global_batch"]))
+        s["_log_ratio"] = s_ratio
+    rows = {r["id"]: r for r in validation["rows"]}
+    for r in rows.values():
+        assert r["rcp_samples"] == pytest.approx(rcp_samples(r["round"], r["global_batch"]), abs=0.1)
+
+    def median_if_enough(values):
+        return statistics.median(values) if len(values) >= 3 else 0.0
+
+    for row_id, r in rows.items():
+        others = [s for s in fit if s["id"] != row_id]
+        batch = {}
+        for s in others:
+            batch.setdefault(s["global_batch"], []).append(s["_log_ratio"])
+        batch = {g: median_if_enough(v) for g, v in batch.items()}
+        left = [s["_log_ratio"] - batch[s["global_batch"]] for s in others if device[s["id"]] == r["device"]]
+        want = math.exp(batch.get(r["global_batch"], 0.0) + median_if_enough(left))
+        # (rcp.json holds the checker's means to 0.1 sample: agreement to 1e-6, not to the last digit)
+        assert r["sample_ratio"] == pytest.approx(want, rel=1e-6), row_id
+
+
+def test_the_samples_term_moves_only_the_rcp_predictions(validation):
+    plain = validate("--without", "samples")
+    assert plain["bands_logged"] == validation["bands_logged"]
+    assert all(r["sample_ratio"] == 1 for r in plain["rows"])
+    assert sum(b["median_abs_error"] for b in plain["bands"]) > sum(b["median_abs_error"] for b in validation["bands"])
+
+
+def test_intel_cpu_results_are_predicted(validation):
+    cpu = [r for r in validation["rows"] if r["device"] == "xeon-amx"]
+    assert sorted(r["id"] for r in cpu) == sorted(f"{v} Intel {n}-nodes-SPR-pytorch" for v in ("v2.1", "v3.0")
+                                                  for n in (8, 16))
+    for r in cpu:
+        assert r["gpus_per_node"] == 1 and r["cpu_node"]["cores"] == 112 and r["cpu_node"]["clock_ghz"] == 2.0
+        assert r["cpu_node"]["assumed"] == (r["round"] == "v2.1")
+        assert r["network"] == "1x 100 Gb/s Ethernet"
+        assert abs(r["error_rcp"]) < 0.10 and abs(r["error_logged"]) < 0.10
+
+
+CPU_CONFIG = MLPERF / "cpu_2c.json"
+
+
+def predict_cpu(*args):
+    out = run("predict", "--config", CPU_CONFIG, "--json", *args)
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout)
 
 
-def test_recorded_figures_equal_the_trees():
-    results = require_results()
-    with_tree = [r for r in PUBLISHED if "tree" in r]
-    assert {r["tree"] for r in with_tree} >= {BAIDU_TREE, "v2.1/NVIDIA/results/dgxa100_n8_ngc22.09_pytorch/bert",
-                                              "v4.0/NVIDIA/results/h200_ngc23.09_pytorch/bert"}
-    for r in with_tree:
-        gbs, minutes, samples = tree_figures(results / r["tree"])
-        assert r["global_batch"] == gbs, r["id"]
-        assert r["olympic_minutes"] == pytest.approx(minutes, rel=1e-3), r["id"]
-        assert r["mean_samples"] == pytest.approx(samples, rel=1e-6), r["id"]
+def test_planning_a_cpu_cluster():
+    need_binary()
+    # Intel's v3.0 16-node shape: 2 x 56 cores at 2.0 GHz, GBS 3072 on 16 nodes.
+    report = predict_cpu("--device", "xeon-amx", "--cores", 112, "--clock-ghz", 2.0, "--nodes", 16, "--batch", 3072)
+    assert report["device"] == "xeon-amx" and report["network"].startswith("1x 100 Gb/s Ethernet")
+    assert report["cpu_node"]["cores"] == 112 and not report["cpu_node"]["assumed"]
+    own = next(r for r in report["rows"] if r["config_system"])
+    assert own["shape"] == "16x1" and own["local_batch"] == 192
+    published = {p["id"]: p for p in own["published"]}
+    assert set(published) == {"v2.1 Intel 16-nodes-SPR-pytorch", "v3.0 Intel 16-nodes-SPR-pytorch"}
+    rows = {r["id"]: r for r in validate()["rows"]}
+    for pid, p in published.items():
+        assert p["predicted_minutes"] == pytest.approx(rows[pid]["predicted_rcp_minutes"], rel=1e-9)
+    # Half the cores: half the node's peak, half its rate; the node's own description when it is a CPU one
+    # (cpu_2c: one socket of 2 cores, its clock not given: the class's 2.0 GHz, assumed).
+    half = predict_cpu("--device", "xeon-amx", "--cores", 56, "--clock-ghz", 2.0, "--nodes", 16, "--batch", 3072)
+    assert half["device_samples_per_s"] == pytest.approx(report["device_samples_per_s"] / 2, rel=1e-12)
+    tiny = predict_cpu("--device", "xeon-amx")
+    assert tiny["cpu_node"]["cores"] == 2 and tiny["cpu_node"]["assumed"]
+    assert tiny["device_samples_per_s"] == pytest.approx(report["device_samples_per_s"] * 2 / 112, rel=1e-12)
+    assert [r["shape"] for r in tiny["rows"]] == ["1x1", "8x1", "16x1", "64x1"]
+    # On an accelerator system's description: the class's reference node and network, both assumed.
+    other = predict_config("--device", "xeon-amx", "--nodes", 16, "--scale", "16x1")
+    assert other["cpu_node"]["cores"] == 112 and other["cpu_node"]["assumed"]
+    assert other["network"].startswith("1x 100 Gb/s Ethernet (assumed") and other["network_assumed"]
+    assert other["device_samples_per_s"] == pytest.approx(report["device_samples_per_s"], rel=1e-12)
 
 
-def test_validation_inputs_come_from_the_trees(validation):
-    results = require_results()
-    rows = {row["id"]: row for row in validation["rows"]}
-    for r in PUBLISHED:
-        if "tree" not in r:
-            continue
-        row = rows[r["id"]]
-        gbs, minutes, samples = tree_figures(results / r["tree"])
-        assert row["inputs_from"] == "tree"
-        assert row["global_batch"] == gbs
-        assert row["olympic_minutes"] == pytest.approx(minutes, rel=1e-12)
-        assert row["mean_samples"] == pytest.approx(samples, rel=1e-12)
+def test_cpu_node_scaling_from_the_other_node_count(tmp_path):
+    need_binary()
+    # Without Intel's 16-node results, the 8-node ones alone predict them (one batch a node: the class's fixed
+    # step cost is the accelerators' prior, no class samples effect): 42.1 and 43.5 min against 47.9 and 47.3,
+    # -12% and -8% (benchmarks/RESULTS.md).
+    doc = json.loads(DATASET.read_text())
+    doc["systems"] = [s for s in doc["systems"] if "16-nodes-SPR" not in s["id"]]
+    path = tmp_path / "published.json"
+    path.write_text(json.dumps(doc))
+    measured = {s["round"]: s["olympic_minutes"] for s in SYSTEMS
+                if s["id"] in ("v2.1 Intel 16-nodes-SPR-pytorch", "v3.0 Intel 16-nodes-SPR-pytorch")}
+    for round_name, minutes in measured.items():
+        report = predict_cpu("--device", "xeon-amx", "--cores", 112, "--clock-ghz", 2.0, "--nodes", 16, "--batch",
+                             3072, "--scale", "16x1", "--round", round_name, "--published", path)
+        assert abs(report["rows"][0]["time_to_train_minutes"] / minutes - 1) < 0.15, round_name
 
 
-def test_calibration_is_one_single_node_result_per_gpu_type_never_a_predicted_one(validation):
-    calibrations = [r for r in PUBLISHED if r["role"] == "calibration"]
-    devices = [r["device"] for r in calibrations]
-    assert len(devices) == len(set(devices))
-    assert all(r["nodes"] == 1 for r in calibrations)
-    predicted = {row["id"] for row in validation["rows"]}
-    cal_ids = {c["id"] for c in validation["calibrations"]}
-    assert cal_ids == {r["id"] for r in calibrations}
-    assert not predicted & cal_ids
-    assert predicted == {r["id"] for r in PUBLISHED if r["role"] == "predict"}
-    for row in validation["rows"]:
-        cal = next(c for c in validation["calibrations"] if c["device"] == row["device"])
-        assert row["calibrated_from"] == cal["id"] != row["id"]
-        assert row["device_samples_per_s"] == cal["device_samples_per_s"]
+def test_a_measured_core_rate_stands_in_for_a_class_without_results(tmp_path):
+    need_binary()
+    devices = json.loads((MLPERF / "reference" / "devices.json").read_text())
+    zen4 = next(d for d in devices["devices"] if d["name"] == "epyc-zen4")
+    out = run("predict", "--config", CPU_CONFIG, "--device", "epyc-zen4")
+    assert out.returncode == 2 and "core_samples_per_s" in out.stderr and out.stderr.count("\n") == 1
+    zen4["cpu"]["core_samples_per_s"] = 0.05
+    path = tmp_path / "devices.json"
+    path.write_text(json.dumps(devices))
+    # cpu_2c: 2 cores, its clock not given (the reference's); at 3.6 GHz, 1.5x the reference's 2.4.
+    report = predict_cpu("--device", "epyc-zen4", "--devices", path)
+    assert report["device_samples_per_s"] == pytest.approx(0.05 * 2, rel=1e-12)
+    faster = predict_cpu("--device", "epyc-zen4", "--devices", path, "--clock-ghz", 3.6)
+    assert faster["device_samples_per_s"] == pytest.approx(0.05 * 2 * 1.5, rel=1e-12)
+    # --device-rate is the node's own rate, as measured.
+    given = predict_cpu("--device", "epyc-zen4", "--device-rate", 0.3)
+    assert given["device_samples_per_s"] == pytest.approx(0.3)
 
 
-def test_median_error_under_the_bound(validation):
-    rows = validation["rows"]
-    described = [r for r in rows if not r["network_assumed"]]
-    assert len(described) >= 40
-    assert all(r["nodes"] > 1 for r in rows if r["network_assumed"])
-
-    def errors(rs, key):
-        return [abs(r[key] / r["olympic_minutes"] - 1) for r in rs]
-
-    logged = errors(described, "predicted_logged_minutes")
-    from_rcp = errors(described, "predicted_rcp_minutes")
-    assert validation["median_abs_error_logged"] == pytest.approx(statistics.median(logged), abs=1e-12)
-    assert validation["median_abs_error_rcp"] == pytest.approx(statistics.median(from_rcp), abs=1e-12)
-    assert validation["median_abs_error_logged_all"] == pytest.approx(
-        statistics.median(errors(rows, "predicted_logged_minutes")), abs=1e-12)
-    assert validation["median_abs_error_rcp_all"] == pytest.approx(
-        statistics.median(errors(rows, "predicted_rcp_minutes")), abs=1e-12)
-    assert statistics.median(logged) < MEDIAN_BOUND_LOGGED
-    assert statistics.median(from_rcp) < MEDIAN_BOUND_RCP
-
-
-def test_rcp_table_is_the_checkers():
-    table = json.loads((MLPERF / "reference" / "rcp.json").read_text())["points"]
-    _, pruned = rcp_module.rcp_tables()
-    assert [p["global_batch"] for p in table] == [int(r.bs) for r in pruned]
-    for p, r in zip(table, pruned):
-        assert p["mean_samples"] == pytest.approx(r.mean, abs=0.06)
+def test_rcp_tables_are_the_checkers():
+    tables = json.loads((MLPERF / "reference" / "rcp.json").read_text())["tables"]
+    covered = [r for t in tables for r in t["rulesets"]]
+    assert sorted(covered) == sorted(rcp_module.RCP_RULESETS)
+    for table in tables:
+        for ruleset in table["rulesets"]:
+            _, pruned = rcp_module.rcp_tables(ruleset)
+            assert [p["global_batch"] for p in table["points"]] == [int(r.bs) for r in pruned], ruleset
+            for p, r in zip(table["points"], pruned):
+                assert p["mean_samples"] == pytest.approx(r.mean, abs=0.06)
 
 
 def hyperparameters(path: Path):
@@ -199,31 +368,69 @@ def test_dry_run_bad_input_is_one_line(tmp_path):
     assert out.stderr.strip().count("\n") == 0 and "missing.json" in out.stderr
 
 
+def predict_config(*args):
+    out = run("predict", "--config", MLPERF / "a100_8x8.json", "--json", *args)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
 def test_predict_a100_8x8_beside_baidu():
     need_binary()
-    results = require_results()
-    out = run("predict", "--config", str(MLPERF / "a100_8x8.json"), "--json", "--results-dir", str(results))
-    assert out.returncode == 0, out.stderr
-    report = json.loads(out.stdout)
+    report = predict_config()
     own = [r for r in report["rows"] if r["config_system"]]
     assert len(own) == 1 and own[0]["shape"] == "8x8" and own[0]["global_batch"] == 3072
-    published = own[0]["published"]
-    assert published["inputs_from"] == "tree"
-    assert published["olympic_minutes"] == pytest.approx(2.476, abs=5e-4)
-    assert published["error"] == pytest.approx(own[0]["time_to_train_minutes"] / published["olympic_minutes"] - 1)
-    assert abs(published["error"]) < 0.10
-    shapes = [r["shape"] for r in report["rows"]]
-    assert {"1x8", "8x8", "64x8", "512x8"} <= set(shapes)
-    text = run("predict", "--config", str(MLPERF / "a100_8x8.json"), "--results-dir", str(results))
-    assert "published: v2.1 Baidu 8_node_64_A100_PaddlePaddle 2.476 min" in text.stdout
+    published = {p["id"]: p for p in own[0]["published"]}
+    baidu = published[BAIDU]
+    assert baidu["olympic_minutes"] == pytest.approx(2.476, abs=5e-4)
+    assert baidu["error"] == pytest.approx(baidu["predicted_minutes"] / baidu["olympic_minutes"] - 1)
+    assert abs(baidu["error"]) < 0.03
+    # The same prediction as the validation's for Baidu (the config is Baidu's system and recipe).
+    row = next(r for r in validate()["rows"] if r["id"] == BAIDU)
+    assert baidu["predicted_minutes"] == pytest.approx(row["predicted_rcp_minutes"], rel=1e-9)
+    assert {"1x8", "8x8", "64x8", "512x8"} <= {r["shape"] for r in report["rows"]}
+    text = run("predict", "--config", MLPERF / "a100_8x8.json")
+    assert f"published: {BAIDU} 2.476 min" in text.stdout
+
+
+def test_shape_options_change_what_they_name():
+    need_binary()
+    base = predict_config("--scale", "8x8", "--algo", "ring")
+    row = base["rows"][0]
+    # --batch: the system's global batch, so the local batch and the steps.
+    wide = predict_config("--scale", "8x8", "--algo", "ring", "--batch", 6144)["rows"][0]
+    assert wide["global_batch"] == 6144 and wide["local_batch"] == 96 and wide["config_system"]
+    # --network: half the ports double the across-node part of the ring's bandwidth term.
+    half = predict_config("--scale", "8x8", "--algo", "ring", "--network", "4x InfiniBand HDR 200Gb/s")
+    assert half["network"] == "4x 200 Gb/s InfiniBand"
+    assert half["rows"][0]["comm_ms"] > 1.5 * row["comm_ms"]
+    # --nodes and --gpus-per-node: the system's shape.
+    small = predict_config("--nodes", 2, "--gpus-per-node", 4, "--scale", "2x4")
+    assert small["rows"][0]["shape"] == "2x4" and small["rows"][0]["config_system"]
+    assert small["rows"][0]["global_batch"] == 3072 and small["rows"][0]["local_batch"] == 384
+    # --device: another class's fit and links.
+    pcie = predict_config("--device", "a100-pcie-80gb", "--scale", "8x8")
+    assert pcie["device"] == "a100-pcie-80gb"
+    assert pcie["device_samples_per_s"] != pytest.approx(base["device_samples_per_s"])
+    assert pcie["rows"][0]["published"] == []  # no published A100-PCIe 8x8 result at 3072
 
 
 @pytest.mark.parametrize("args, needle", [
-    (["--config", "benchmarks/bert/mlperf/a100_8x8.json", "--algo", "tree"], "--algo"),
-    (["--config", "benchmarks/bert/mlperf/a100_8x8.json", "--inter", "carrier-pigeon"], "carrier-pigeon"),
+    (["--config", "benchmarks/bert/mlperf/a100_8x8.json", "--algo", "sharp"], "--algo"),
+    (["--config", "benchmarks/bert/mlperf/a100_8x8.json", "--network", "carrier pigeons"], "carrier pigeons"),
+    (["--config", "benchmarks/bert/mlperf/a100_8x8.json", "--device", "abacus"], "abacus"),
+    (["--config", "benchmarks/bert/mlperf/a100_8x8.json", "--batch", "0"], "--batch"),
+    (["--config", "benchmarks/bert/mlperf/a100_8x8.json", "--nodes", "-1"], "--nodes"),
     (["--config", "benchmarks/bert/mlperf/a100_8x8.json", "--scale", "8by8"], "--scale"),
     (["--config", "benchmarks/bert/mlperf/a100_8x8.json", "--overlap", "2"], "--overlap"),
+    (["--config", "benchmarks/bert/mlperf/a100_8x8.json", "--round", "v0.5"], "0.5.0"),
     (["--validate", "--published", "benchmarks/bert/mlperf/reference/rcp.json"], "rcp.json"),
+    (["--validate", "--devices", "benchmarks/bert/mlperf/reference/rcp.json"], "rcp.json"),
+    (["--validate", "--without", "luck"], "luck"),
+    (["--config", "benchmarks/bert/mlperf/cpu_2c.json", "--device", "xeon-amx", "--gpus-per-node", "8"], "--gpus-per-node"),
+    (["--config", "benchmarks/bert/mlperf/cpu_2c.json", "--device", "xeon-amx", "--scale", "8x8"], "--scale"),
+    (["--config", "benchmarks/bert/mlperf/cpu_2c.json", "--device", "xeon-amx", "--clock-ghz", "0"], "--clock-ghz"),
+    (["--config", "benchmarks/bert/mlperf/a100_8x8.json", "--cores", "56"], "--cores"),
+    (["--config", "benchmarks/bert/mlperf/cpu_2c.json"], "AMD EPYC (virtual machine)"),
 ])
 def test_predict_bad_input_is_one_line(args, needle):
     need_binary()
@@ -234,19 +441,14 @@ def test_predict_bad_input_is_one_line(args, needle):
 
 def test_predict_rate_from_flops_and_from_a_measured_step():
     need_binary()
-    config = str(MLPERF / "a100_8x8.json")
     # BERT-large over 254 real tokens and 76 predictions is about 0.49 TFLOP a sample, so 47% of the A100's
     # 312 TFLOP/s is about 300 samples/s, the rate NVIDIA's and Baidu's v2.1 runs reached.
-    out = run("predict", "--config", config, "--mfu", "0.47", "--json", "--samples", "2700000")
-    assert out.returncode == 0, out.stderr
-    report = json.loads(out.stdout)
+    report = predict_config("--mfu", "0.47", "--samples", "2700000")
     assert report["device_samples_per_s"] == pytest.approx(300, rel=0.03)
     # A measured single-device step of 0.16 s at 48 samples: 300 samples/s, and with no other devices
     # the step is that step.
-    out = run("predict", "--config", config, "--step-time", "0.16", "--scale", "1x1,8x8", "--json",
-              "--samples", "2700000", "--startup-s", "0", "--eval-fixed-s", "0")
-    assert out.returncode == 0, out.stderr
-    report = json.loads(out.stdout)
+    report = predict_config("--step-time", "0.16", "--scale", "1x1,8x8", "--samples", "2700000", "--startup-s", "0",
+                            "--eval-rate", "900", "--algo", "ring")
     assert report["device_samples_per_s"] == pytest.approx(300)
     one, many = report["rows"]
     assert one["step_ms"] == pytest.approx(160) and one["comm_ms"] == 0
@@ -255,7 +457,7 @@ def test_predict_rate_from_flops_and_from_a_measured_step():
     ring = 2 * 63 / 64 * bytes_ / (8 * 25e9) + 2 * 63 * 9.6e-6
     assert many["comm_ms"] == pytest.approx(1e3 * ring)
     assert many["step_ms"] == pytest.approx(160 + 1e3 * ring)
-    # Time to train: steps, plus 10,000 eval samples at 3x the rate on 64 GPUs at each eval.
+    # Time to train: steps, plus 10,000 eval samples at 900 a device on 64 devices at each eval.
     steps, evals = 2700000 / 3072, 2700000 / 175000
-    minutes = (steps * many["step_ms"] / 1e3 + evals * 10000 / (64 * 3 * 300)) / 60
+    minutes = (steps * many["step_ms"] / 1e3 + evals * 10000 / (64 * 900)) / 60
     assert many["time_to_train_minutes"] == pytest.approx(minutes)

@@ -54,6 +54,19 @@ needs_shared = pytest.mark.skipif(not RESULTS.is_dir(),
                                          "(set BERTPERF_SHARED_DIR)")
 
 
+# The three trees the table tests were written against: the shared folder may hold more rounds and submitters.
+THREE_TREES = [("v2.1", "Baidu"), ("v2.1", "NVIDIA"), ("v4.0", "NVIDIA")]
+
+
+@pytest.fixture(scope="module")
+def three(tmp_path_factory):
+    """A copy of the shared Baidu v2.1, NVIDIA v2.1 and NVIDIA v4.0 trees, in that layout."""
+    root = tmp_path_factory.mktemp("three_trees")
+    for round_name, org in THREE_TREES:
+        shutil.copytree(RESULTS / round_name / org, root / round_name / org)
+    return root
+
+
 def run_report(args, capsys):
     """Run bertperf-report in-process; returns (exit status, stdout, stderr)."""
     status = report_main([str(a) for a in args])
@@ -396,8 +409,8 @@ def _markdown_tables(text: str):
 
 
 @needs_shared
-def test_markdown_renders_as_valid_tables(capsys):
-    status, out, _ = run_report([RESULTS, "--format", "markdown"], capsys)
+def test_markdown_renders_as_valid_tables(capsys, three):
+    status, out, _ = run_report([three, "--format", "markdown"], capsys)
     assert status == 0
     tables = _markdown_tables(out)
     assert len(tables) == 3  # systems, runs, comparisons
@@ -416,8 +429,8 @@ def test_markdown_renders_as_valid_tables(capsys):
 
 @needs_shared
 @pytest.mark.parametrize("table, rows", [("systems", 3), ("runs", 30), ("comparisons", 2)])
-def test_csv_parses(table, rows, capsys):
-    status, out, _ = run_report([RESULTS, "--format", "csv", "--table", table], capsys)
+def test_csv_parses(table, rows, capsys, three):
+    status, out, _ = run_report([three, "--format", "csv", "--table", table], capsys)
     assert status == 0
     parsed = list(csv.DictReader(io.StringIO(out)))
     assert len(parsed) == rows
@@ -434,9 +447,9 @@ def test_csv_parses(table, rows, capsys):
 
 
 @needs_shared
-def test_json_parses(capsys, tmp_path):
+def test_json_parses(capsys, tmp_path, three):
     out_file = tmp_path / "report.json"
-    status, out, _ = run_report([RESULTS, "--format", "json", "--output", out_file], capsys)
+    status, out, _ = run_report([three, "--format", "json", "--output", out_file], capsys)
     assert status == 0 and out == ""
     doc = json.loads(out_file.read_text())
     assert [s["label"] for s in doc["systems"]] == [
@@ -462,9 +475,9 @@ def _png_size(path: Path):
 
 
 @needs_shared
-def test_plots_are_pngs_of_the_right_size(capsys, tmp_path):
+def test_plots_are_pngs_of_the_right_size(capsys, tmp_path, three):
     plots = tmp_path / "plots"
-    status, _, err = run_report([RESULTS, "--plots", plots], capsys)
+    status, _, err = run_report([three, "--plots", plots], capsys)
     assert status == 0
     names = sorted(p.name for p in plots.iterdir())
     assert names == ["accuracy_vs_samples.png", "interval_throughput.png", "throughput.png",
@@ -547,15 +560,41 @@ def test_no_regression_against_itself(org, capsys):
 
 
 @needs_shared
-def test_baseline_by_label_and_position(capsys):
+def test_sets_of_one_system_are_named_by_their_trees(capsys, tmp_path):
+    """A rerun beside its baseline: each set says which tree it is, in the tables and in the plots."""
+    from bertperf_compliance.report.plots import _accuracy_figure, _throughput_figure, _time_figure
+    original = RESULTS / "v4.0" / "NVIDIA"
+    rerun = _slowed_copy(original, tmp_path / "rerun", 1.0)
+    labels = [f"NVIDIA/h200_ngc23.09_pytorch ({original})", f"NVIDIA/h200_ngc23.09_pytorch ({rerun})"]
+    status, out, _ = run_report([original, rerun, "--format", "json"], capsys)
+    assert status == 0
+    doc = json.loads(out)
+    assert [s["label"] for s in doc["systems"]] == labels
+    (comparison,) = doc["comparisons"]
+    assert (comparison["baseline"], comparison["candidate"]) == tuple(labels)
+    status, out, _ = run_report([original, rerun, "--format", "markdown"], capsys)
+    assert all(out.count(label) >= 2 for label in labels) and "#1" not in out and "#2" not in out
+    sets = find_result_sets([str(original), str(rerun)])
+    for figure in (_time_figure(sets), _throughput_figure(sets)):
+        ticks = [t.get_text() for t in figure.axes[0].get_yticklabels()]
+        assert sorted(ticks) == sorted(labels)
+    legend = [t.get_text() for t in _accuracy_figure(sets, 0.72).axes[0].get_legend().get_texts()]
+    assert all(label in legend for label in labels)
+    # The same folder given twice can only be told apart by position.
+    twice = find_result_sets([str(original), str(original)])
+    assert [s.label for s in twice] == [f"{labels[0]} #1", f"{labels[0]} #2"]
+
+
+@needs_shared
+def test_baseline_by_label_and_position(capsys, three):
     h200 = "NVIDIA/h200_ngc23.09_pytorch"
     for choice in (h200, "3"):
-        status, out, _ = run_report([RESULTS, "--format", "json", "--baseline", choice], capsys)
+        status, out, _ = run_report([three, "--format", "json", "--baseline", choice], capsys)
         assert status == 0
         comparisons = json.loads(out)["comparisons"]
         assert [c["baseline"] for c in comparisons] == [h200, h200]
         assert all(c["time_verdict"] == "faster" and c["time_ratio"] < 0.5 for c in comparisons)
-    status, _, err = run_report([RESULTS, "--baseline", "9"], capsys)
+    status, _, err = run_report([three, "--baseline", "9"], capsys)
     assert status == 2 and err.count("\n") == 1 and "--baseline" in err
 
 
@@ -579,7 +618,7 @@ def test_set_without_score_is_not_compared(capsys, tmp_path):
 
 
 @needs_shared
-def test_comparison_is_reproducible(capsys):
+def test_comparison_is_reproducible(capsys, three):
     args = [RESULTS, "--format", "csv", "--table", "comparisons", "--seed", "3"]
     first = run_report(args, capsys)[1]
     assert run_report(args, capsys)[1] == first
@@ -647,3 +686,26 @@ def test_log_without_run_start(tmp_path):
 
 def test_bad_option(tmp_path):
     _assert_one_line_error(_cli(tmp_path, "--format", "xml"), "--format")
+
+
+@needs_shared
+def test_a_train_samples_budget_logged_before_run_start_is_not_samples_trained(tmp_path):
+    """Some submitters (Habana, Google's TPU v4, tinycorp) log train_samples before run_start as a planned budget;
+    the samples trained and the throughput come from the evals then, as the RCP checker reads them."""
+    from bertperf_compliance.report.runs import read_run
+
+    original = RESULTS / "v4.0" / "NVIDIA" / H200_BERT / "result_0.txt"
+    lines = original.read_text(encoding="latin-1").splitlines(keepends=True)
+    start = next(i for i, line in enumerate(lines) if '"key": "run_start"' in line)
+    record = json.loads(lines[start].split(":::MLLOG ", 1)[1])
+    budget = {**record, "event_type": "POINT_IN_TIME", "key": "train_samples", "value": 9_000_000, "time_ms":
+              record["time_ms"] - 1}
+    # The budget before run_start, and no train_samples at the end (as those logs have it).
+    rest = [line for line in lines[start:] if '"key": "train_samples"' not in line]
+    planned = tmp_path / "result_0.txt"
+    planned.write_text("".join(lines[:start] + [":::MLLOG " + json.dumps(budget) + "\n"] + rest), encoding="latin-1")
+    before, after = read_run(str(original)), read_run(str(planned))
+    assert after.planned_samples == 9_000_000
+    assert after.samples_to_converge == before.samples_to_converge
+    assert after.trained_samples == after.samples_to_converge
+    assert after.throughput_effective == pytest.approx(after.samples_to_converge / (after.time_to_train_min * 60))

@@ -1,7 +1,7 @@
 """`bertperf run` and `run-once` under faults: a full disk (a file size limit in the child), an
 incomplete result file on --resume, two runs on one tree, the parent killed outright, SIGHUP, eval
-sets that are empty or too small, the run length of packed data, and reproducible checkpoint
-bytes. Each run trains the tiny 24-layer BERT of test_harness_compliance.py on generated data, in
+sets that are empty or too small, the run length of packed data, packed shards under either setting of
+"packed", and reproducible checkpoint bytes. Each run trains the tiny 24-layer BERT of test_harness_compliance.py on generated data, in
 seconds."""
 import json
 import os
@@ -17,6 +17,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_harness_compliance import (BERTPERF, SYSTEM_FILE, needs_bertperf, run_once, wait_for,  # noqa: E402
                                      write_tiny_benchmark, write_tiny_shard)
+from bertperf_paths import REPO  # noqa: E402
 
 pytestmark = needs_bertperf
 
@@ -214,6 +215,44 @@ def test_packed_rows_train_train_steps_optimizer_steps(tmp_path):
     assert steps == 6
     assert samples > 6 * 8  # sequences, more than the rows: the rows are packed
     assert trained_steps(config, "--steps", "4")[0] == 4
+
+
+def packed_shards_config(tmp_path, packed, eval_packed):
+    """The tiny config training on the reader's golden packed shard (5 packed rows of 13 sequences, at most 64 tokens
+    and 8 predictions each, token ids below 100) with "packed": `packed`, and evaluating on it (`eval_packed`) or on
+    the tiny benchmark's 64 unpacked sequences."""
+    config = write_tiny_benchmark(tmp_path / "bench")
+    data = json.loads(config.read_text())
+    shard = str(REPO / "tests" / "golden" / "reader" / "packed.hdf5")
+    data["bert_config"].update(vocab_size=100, max_position_embeddings=64)
+    data["data"].update(train_files=[shard], seq_len=64, max_predictions=8, packed=packed)
+    if eval_packed:
+        data["data"]["eval_file"] = shard
+    data["batch"]["local_batch_size"] = 2
+    config.write_text(json.dumps(data))
+    return config, shard
+
+
+def test_packed_shards_under_packed_false_fail_in_one_line_before_run_start(tmp_path):
+    config, shard = packed_shards_config(tmp_path, packed=False, eval_packed=False)
+    proc = run_once(config, tmp_path / "result_0.txt", "--stdout", "--no-progress")
+    assert proc.returncode == 2, proc.stderr
+    assert one_line(proc.stderr), proc.stderr
+    assert "'packed'" in proc.stderr and shard in proc.stderr, proc.stderr
+    assert "internal" not in proc.stderr.lower(), proc.stderr
+    keys = [json.loads(line.split(":::MLLOG ", 1)[1])["key"] for line in proc.stdout.splitlines() if ":::MLLOG" in line]
+    assert "init_start" in keys and "run_start" not in keys, keys
+
+
+def test_packed_shards_train_and_evaluate_as_packed_rows(tmp_path):
+    config, _ = packed_shards_config(tmp_path, packed=True, eval_packed=True)
+    proc = subprocess.run([str(BERTPERF), "train", "--config", str(config), "--steps", "2", "--eval"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert [line.split()[:2] for line in lines[:2]] == [["step", "1"], ["step", "2"]], proc.stdout
+    assert int(lines[1].split()[3]) > 2 * 2  # sequences, more than the rows: the file's rows are packed
+    assert lines[2].startswith("eval samples 13 "), proc.stdout  # every sequence of the 5 packed rows
 
 
 # ---- checkpoints ----------------------------------------------------------------------------------

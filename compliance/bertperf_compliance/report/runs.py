@@ -13,12 +13,16 @@ the logging spec sections 3.5 and 4.2):
   run whose untimed initialisation overran the budget is dropped);
 * samples to converge: ``epoch_num`` of the last ``eval_accuracy`` before
   ``run_stop`` (what the RCP checker reads), unless that is not a sample count
-  (Baidu's v2.1 logs put ``1`` there), then the ``train_samples`` value;
+  (Baidu's v2.1 logs put ``1`` there), then the ``train_samples`` value; a
+  ``train_samples`` logged before ``run_start`` is a planned budget (Habana's,
+  Google's TPU v4 and tinycorp's logs), not what the run trained, and is not
+  used for samples or throughput;
 * throughput in samples/s: *effective* over the whole timed run, per *eval
   interval* (consecutive ``eval_accuracy`` events, the first interval starting
   at ``run_start``), *steady* (median interval rate after the first, which
   carries the start-up cost) and *train-only* (run time less every
-  ``eval_start``..``eval_stop``), where the log has the events each needs.
+  ``eval_start``..``eval_stop``), where the log has the events each needs;
+* untimed initialisation: the first ``init_start`` to ``init_stop``.
 """
 
 from __future__ import annotations
@@ -54,12 +58,17 @@ class RunResult:
     run_stop_ms: Optional[float] = None
     status: Optional[str] = None
     reached_target: bool = False
-    train_samples: Optional[float] = None
+    train_samples: Optional[float] = None  # the samples trained, as logged after run_start
+    planned_samples: Optional[float] = None  # a train_samples logged before run_start: a budget
     samples_to_converge: Optional[float] = None
     samples_source: Optional[str] = None
     evals: List[EvalPoint] = field(default_factory=list)
     eval_samples_inferred: bool = False
     eval_time_ms: Optional[float] = None
+    eval_count: int = 0  # eval_start..eval_stop pairs summed into eval_time_ms
+    init_start_ms: Optional[float] = None
+    init_stop_ms: Optional[float] = None
+    gradient_accumulation_steps: Optional[int] = None
     compliance: str = ""  # why the log fails the ruleset's compliance check; empty when it passes or unchecked
 
     @property
@@ -88,6 +97,12 @@ class RunResult:
         if self.run_start_ms is None or self.run_stop_ms is None:
             return None
         return (self.run_stop_ms - self.run_start_ms) / 60000.0
+
+    @property
+    def init_s(self) -> Optional[float]:
+        if self.init_start_ms is None or self.init_stop_ms is None:
+            return None
+        return (self.init_stop_ms - self.init_start_ms) / 1000.0
 
     @property
     def final_accuracy(self) -> Optional[float]:
@@ -206,12 +221,22 @@ def read_run(path: str, target: float = TARGET_ACCURACY, ruleset: Optional[str] 
             run.seed = _number(rec.value)
         elif rec.key == "global_batch_size":
             run.global_batch_size = _number(rec.value)
+        elif rec.key == "gradient_accumulation_steps" and _number(rec.value) is not None:
+            run.gradient_accumulation_steps = int(rec.value)
+        elif rec.key == "init_start" and run.init_start_ms is None:
+            run.init_start_ms = rec.time_ms
+        elif rec.key == "init_stop" and run.init_stop_ms is None:
+            run.init_stop_ms = rec.time_ms
         elif rec.key == "train_samples":
-            run.train_samples = _number(rec.value)
+            if run.run_start_ms is None or rec.time_ms < run.run_start_ms:
+                run.planned_samples = _number(rec.value)
+            else:
+                run.train_samples = _number(rec.value)
         elif rec.key == "eval_start":
             eval_open_ms = rec.time_ms
         elif rec.key == "eval_stop" and eval_open_ms is not None:
             eval_time_ms += rec.time_ms - eval_open_ms
+            run.eval_count += 1
             eval_open_ms = None
             saw_eval_interval = True
         elif rec.key == "eval_accuracy" and _number(rec.value) is not None:

@@ -244,11 +244,25 @@ def find_result_sets(trees: Sequence[str], target: float = TARGET_ACCURACY,
 
 
 def _assign_labels(sets: List[ResultSet]) -> None:
-    # The same system in two trees (e.g. a rerun) is told apart by its position.
-    counts = {}
+    """A set is labelled by its system; when several sets hold the same system (a rerun beside its
+    baseline), each says where it came from: the tree given on the command line, and within a tree
+    the folder of its logs. Only the same folder given twice is told apart by position."""
+    counts: dict = {}
     for s in sets:
         counts[s.identity] = counts.get(s.identity, 0) + 1
-    seen = {}
     for s in sets:
-        seen[s.identity] = seen.get(s.identity, 0) + 1
-        s.label = s.identity if counts[s.identity] == 1 else f"{s.identity} #{seen[s.identity]}"
+        s.label = s.identity
+        if counts[s.identity] == 1:
+            continue
+        tree = os.path.normpath(s.tree)
+        folders = {o.bench_dir for o in sets if o.identity == s.identity and os.path.normpath(o.tree) == tree}
+        where = tree if len(folders) == 1 else os.path.join(tree, os.path.relpath(s.bench_dir, os.path.abspath(tree)))
+        s.label = f"{s.identity} ({where})"
+    seen: dict = {}
+    totals: dict = {}
+    for s in sets:
+        totals[s.label] = totals.get(s.label, 0) + 1
+    for s in sets:
+        if totals[s.label] > 1:
+            seen[s.label] = seen.get(s.label, 0) + 1
+            s.label = f"{s.label} #{seen[s.label]}"

@@ -17,6 +17,7 @@
 
 #include "backends/cpu/cpu_ops.h"
 #include "backends/cpu/gemm_bf16.h"
+#include "backends/scratch_buffer.h"
 #include "core/buffer.h"
 #include "core/errors.h"
 
@@ -47,6 +48,20 @@ std::string openblas_version() {
   return header.substr(0, header.find(' '));
 }
 
+// Aligned host memory, zero-filled; freed at once (nothing runs after the call that issued it).
+void* host_allocate(size_t bytes) {
+  const size_t rounded = align_up(bytes == 0 ? 1 : bytes);
+  void* p = std::aligned_alloc(kAlignment, rounded);
+  if (!p) throw_input("cpu backend", cat("cannot allocate ", bytes, " bytes of memory"));
+  std::memset(p, 0, rounded);
+  return p;
+}
+
+struct HostAllocator {
+  void* allocate(size_t bytes) const { return host_allocate(bytes); }
+  void release(void* p) const noexcept { std::free(p); }
+};
+
 template <typename T>
 constexpr DType dtype_of() {
   if constexpr (std::is_same_v<T, float>) return DType::F32;
@@ -55,26 +70,32 @@ constexpr DType dtype_of() {
 }
 
 template <typename T>
-class CpuBackend final : public Backend {
+class CpuBackend final : public CpuOpsBackend {
  public:
   using A = typename cpu::Types<T>::A;
   using F = typename cpu::Types<T>::F;
   static constexpr DType kAct = dtype_of<A>(), kMaster = dtype_of<F>();
   static constexpr bool kBf16 = cpu::is_bf16<T>;
 
-  explicit CpuBackend(int threads) requires(!kBf16) : threads_(set_cpu_threads(threads)) {}
+  CpuBackend(int threads, bool static_shapes) requires(!kBf16) : threads_(set_cpu_threads(threads)) {
+    caps_.static_shapes = static_shapes;
+  }
   // The GEMM path is decided (and said on stderr, when emulated) now.
   explicit CpuBackend(const CpuBf16Options& options) requires(kBf16)
-      : threads_(set_cpu_threads(options.threads)), gemms_(std::make_unique<cpu::Bf16GemmContext>(options)) {}
+      : threads_(set_cpu_threads(options.threads)), gemms_(std::make_unique<cpu::Bf16GemmContext>(options)) {
+    caps_.static_shapes = options.static_shapes;
+  }
+  int threads() const override { return threads_; }
 
   std::string name() const override { return kBf16 ? "cpu-bf16" : kAct == DType::F32 ? "cpu" : "cpu-f64"; }
   std::string describe() const override {
+    const char* shapes = caps_.static_shapes ? "batches at full capacity; " : "";
     if constexpr (kBf16) {
       return cat(name(), ": bf16 activations and weight copy, fp32 master weights, gradients and moments; ", threads_,
-                 " OpenMP threads; ", gemms_->describe(), "; ", openblas_get_config());
+                 " OpenMP threads; ", gemms_->describe(), "; ", shapes, openblas_get_config());
     }
     return cat(name(), ": ", kAct == DType::F32 ? "fp32" : "fp64", " activations, weights and master weights; ",
-               threads_, " OpenMP threads; ", openblas_get_config());
+               threads_, " OpenMP threads; ", shapes, openblas_get_config());
   }
   std::vector<std::pair<std::string, std::string>> library_versions() const override {
     std::vector<std::pair<std::string, std::string>> v = {{"OpenBLAS", openblas_version()}};
@@ -87,22 +108,13 @@ class CpuBackend final : public Backend {
   DType weight_dtype() const override { return kAct; }
   DType master_dtype() const override { return kMaster; }
   // Synchronous: every call has done its work when it returns (events are already passed when recorded).
-  const Capabilities& capabilities() const override {
-    static const Capabilities caps{};
-    return caps;
-  }
+  const Capabilities& capabilities() const override { return caps_; }
   std::unique_ptr<Event> make_event() override { return std::make_unique<Event>(); }
   void record(Event&) override {}
   void wait(Event&) override {}
   void host_wait(Event&) override {}
 
-  void* allocate(size_t bytes, MemoryKind) override {
-    const size_t rounded = align_up(bytes == 0 ? 1 : bytes);
-    void* p = std::aligned_alloc(kAlignment, rounded);
-    if (!p) throw_input("cpu backend", cat("cannot allocate ", bytes, " bytes of memory"));
-    std::memset(p, 0, rounded);
-    return p;
-  }
+  void* allocate(size_t bytes, MemoryKind) override { return host_allocate(bytes); }
   void deallocate(void* p, MemoryKind) noexcept override { std::free(p); }
   void upload(void* dst, const void* src, size_t bytes) override { copy(dst, src, bytes); }
   void download(void* dst, const void* src, size_t bytes) override { copy(dst, src, bytes); }
@@ -165,15 +177,22 @@ class CpuBackend final : public Backend {
   void attention_backward(const ops::AttentionBackward& p) override { cpu::attention_backward<T>(p); }
   void gather_forward(const ops::GatherForward& p) override { cpu::gather_forward<T>(p); }
   void gather_backward(const ops::GatherBackward& p) override { cpu::gather_backward<T>(p); }
-  void cross_entropy_forward(const ops::CrossEntropyForward& p) override {
-    cpu::cross_entropy_forward<T>(p, scratch_);
+  void cross_entropy_forward(const ops::CrossEntropyForward& p) override { cross_entropy_forward(p, partials(p)); }
+  void cross_entropy_forward(const ops::CrossEntropyForward& p, std::span<double> scratch) override {
+    cpu::cross_entropy_forward<T>(p, scratch);
   }
   void cross_entropy_backward(const ops::CrossEntropyBackward& p) override { cpu::cross_entropy_backward<T>(p); }
   // Over F only: the bf16 backend's are the fp32 ones.
-  void gradient_clip(const ops::GradientClip& p) override { cpu::gradient_clip<F>(p, scratch_); }
+  void gradient_clip(const ops::GradientClip& p) override { gradient_clip(p, partials(p)); }
+  void gradient_clip(const ops::GradientClip& p, std::span<double> scratch) override {
+    cpu::gradient_clip<F>(p, scratch);
+  }
   void gradient_clip_finish(const ops::GradientClipFinish& p) override { cpu::gradient_clip_finish(p); }
   void gradient_accumulate(const ops::GradientAccumulate& p) override { cpu::gradient_accumulate<F>(p); }
-  void lamb_moments(const ops::LambMoments& p) override { cpu::lamb_moments<F>(p, scratch_); }
+  void lamb_moments(const ops::LambMoments& p) override { lamb_moments(p, partials(p)); }
+  void lamb_moments(const ops::LambMoments& p, std::span<double> scratch) override {
+    cpu::lamb_moments<F>(p, scratch);
+  }
   void lamb_apply(const ops::LambApply& p) override { cpu::lamb_apply<T>(p); }
 
  private:
@@ -183,29 +202,40 @@ class CpuBackend final : public Backend {
     for (size_t i = 0; i < n; ++i) dst[i] = static_cast<D>(src[i]);
   }
 
+  // The backend's own buffer for an op's partial sums.
+  template <typename Op>
+  std::span<double> partials(const Op& p) {
+    const size_t n = cpu::scratch_doubles(p);
+    return {scratch_.as<double>(n), n};
+  }
+
   int threads_;
-  // Per-row and per-chunk partial sums of the ops that reduce in order; grown only when a larger call comes.
-  std::vector<double> scratch_;
+  Capabilities caps_;
+  // Per-row and per-chunk partial sums of the ops that reduce in order; grown only when a larger call comes (a
+  // synchronous backend captures nothing, so the outgrown buffer goes at once).
+  CaptureState never_captured_;
+  ScratchBuffer<HostAllocator> scratch_{{}, never_captured_, "cpu backend's partial-sum"};
   // cpu-bf16's GEMMs: the path, oneDNN's primitives and the buffers they work in (null for fp32 and fp64).
   std::unique_ptr<cpu::Bf16GemmContext> gemms_;
 };
 
 }  // namespace
 
-std::unique_ptr<Backend> make_cpu_backend(DType dtype, int threads) {
+std::unique_ptr<CpuOpsBackend> make_cpu_backend(DType dtype, int threads, bool static_shapes) {
   switch (dtype) {
-    case DType::F32: return std::make_unique<CpuBackend<float>>(threads);
-    case DType::F64: return std::make_unique<CpuBackend<double>>(threads);
+    case DType::F32: return std::make_unique<CpuBackend<float>>(threads, static_shapes);
+    case DType::F64: return std::make_unique<CpuBackend<double>>(threads, static_shapes);
     case DType::BF16: {
       CpuBf16Options options;
       options.threads = threads;
+      options.static_shapes = static_shapes;
       return make_cpu_bf16_backend(options);
     }
   }
   return nullptr;
 }
 
-std::unique_ptr<Backend> make_cpu_bf16_backend(const CpuBf16Options& options) {
+std::unique_ptr<CpuOpsBackend> make_cpu_bf16_backend(const CpuBf16Options& options) {
   return std::make_unique<CpuBackend<cpu::bf16>>(options);
 }
 

@@ -1,5 +1,5 @@
 // The options of the cpu-bf16 backend's "backend" block (registry.h):
-//   { "threads": int (optional, 0 = all cores; as cpu_options.h),
+//   { "threads": int, "static_shapes": bool (optional, as cpu_options.h),
 //     "gemm": "auto" | "onednn" | "emulated" (optional, default "auto": the GEMMs on oneDNN where the build has it,
 //             the CPU has AVX512-BF16 and a check when the backend is built finds oneDNN's sums equal to the
 //             emulation's, else emulated; "onednn": on oneDNN, an input error where it cannot run, used even where
@@ -25,6 +25,7 @@ enum class Bf16Isa { AVX512_BF16, AMX };
 
 struct CpuBf16Options {
   int threads = 0;
+  bool static_shapes = false;
   Bf16GemmChoice gemm = Bf16GemmChoice::AUTO;
   Bf16Isa isa = Bf16Isa::AVX512_BF16;
 
@@ -32,7 +33,9 @@ struct CpuBf16Options {
   static CpuBf16Options read(JsonFields& fields) {
     CpuBf16Options o;
     const std::string& where = fields.where();
-    o.threads = CpuOptions::read(fields).threads;
+    const CpuOptions cpu = CpuOptions::read(fields);
+    o.threads = cpu.threads;
+    o.static_shapes = cpu.static_shapes;
     const std::string gemm = fields.optional<std::string>("gemm", "auto");
     if (gemm == "auto") o.gemm = Bf16GemmChoice::AUTO;
     else if (gemm == "onednn") o.gemm = Bf16GemmChoice::ONEDNN;

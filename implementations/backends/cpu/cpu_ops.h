@@ -25,12 +25,13 @@
 //    and sums over chunks or rows are taken per chunk or row and then in order, so results do not
 //    depend on the thread count.
 //  - Nothing allocates: attention works in the caller's saved and workspace memory, and the ops that
-//    need per-row or per-chunk partial sums take a scratch vector that the backend grows only when a
-//    larger call comes.
+//    need per-row or per-chunk partial sums take them in `scratch`, at least scratch_doubles(p) of them, which
+//    the backend keeps by backends/scratch_buffer.h's rule.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "backends/backend.h"
@@ -69,16 +70,16 @@ void gather_forward(const ops::GatherForward& p);
 template <typename T>
 void gather_backward(const ops::GatherBackward& p);
 template <typename T>
-void cross_entropy_forward(const ops::CrossEntropyForward& p, std::vector<double>& scratch);
+void cross_entropy_forward(const ops::CrossEntropyForward& p, std::span<double> scratch);
 template <typename T>
 void cross_entropy_backward(const ops::CrossEntropyBackward& p);
 template <typename T>
-void gradient_clip(const ops::GradientClip& p, std::vector<double>& scratch);
+void gradient_clip(const ops::GradientClip& p, std::span<double> scratch);
 void gradient_clip_finish(const ops::GradientClipFinish& p);
 template <typename T>
 void gradient_accumulate(const ops::GradientAccumulate& p);
 template <typename T>
-void lamb_moments(const ops::LambMoments& p, std::vector<double>& scratch);
+void lamb_moments(const ops::LambMoments& p, std::span<double> scratch);
 template <typename T>
 void lamb_apply(const ops::LambApply& p);
 
@@ -97,6 +98,11 @@ template <> void residual_layernorm_backward<bf16>(const ops::ResidualLayerNormB
 template <> void attention_forward<bf16>(const ops::AttentionForward& p);
 template <> void attention_backward<bf16>(const ops::AttentionBackward& p);
 template <> void gather_backward<bf16>(const ops::GatherBackward& p);
+// The partial sums (doubles) the ops that reduce in order need in `scratch`: one loss and one hit per row, one sum
+// of squares per chunk, two (weights and update) per chunk.
+inline size_t scratch_doubles(const ops::CrossEntropyForward& p) { return 2 * static_cast<size_t>(p.M); }
+inline size_t scratch_doubles(const ops::GradientClip& p) { return static_cast<size_t>(p.chunks.count); }
+inline size_t scratch_doubles(const ops::LambMoments& p) { return 2 * static_cast<size_t>(p.chunks.count); }
 
 // An upper bound of heads * sum(len^2) over any batch of `tokens` tokens in sequences of at most max_seqlen.
 size_t attention_saved_elements(int tokens, int max_seqlen, int heads);

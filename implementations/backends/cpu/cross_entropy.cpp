@@ -78,14 +78,15 @@ void argmax_rows(int32_t* out, const T* logits, int M, int V, int ld) {
 }
 
 template <typename T>
-void cross_entropy_forward(const ops::CrossEntropyForward& p, std::vector<double>& scratch) {
+void cross_entropy_forward(const ops::CrossEntropyForward& p, std::span<double> scratch) {
   const int M = p.M, V = p.V;
   const size_t ld = p.ldl ? p.ldl : V;
   BERT_CHECK(V > 0 && ld >= static_cast<size_t>(V), "cross-entropy rows of ", V, " logits in a stride of ", ld);
   for (int i = 0; i < M; ++i)
     if (p.loss_weight[i] != 0.0f || p.count_weight[i] != 0.0f) check_label(p.labels[i], i, V);
   // Per row: the weighted loss and the weighted hit, summed in row order after the parallel pass.
-  if (scratch.size() < 2 * static_cast<size_t>(M)) scratch.resize(2 * static_cast<size_t>(M));
+  BERT_CHECK(scratch.size() >= scratch_doubles(p), "cross-entropy over ", M, " rows handed ", scratch.size(),
+             " partial sums");
   double* row_stats = scratch.data();
   using A = typename Types<T>::A;
   using F = typename Types<T>::F;
@@ -145,12 +146,12 @@ void cross_entropy_backward(const ops::CrossEntropyBackward& p) {
 
 #define BERTPERF_INSTANTIATE(T)                                                                         \
   template void argmax_rows<T>(int32_t*, const T*, int, int, int);                                     \
-  template void cross_entropy_forward<T>(const ops::CrossEntropyForward&, std::vector<double>&);        \
+  template void cross_entropy_forward<T>(const ops::CrossEntropyForward&, std::span<double>);          \
   template void cross_entropy_backward<T>(const ops::CrossEntropyBackward&);
 BERTPERF_INSTANTIATE(float)
 BERTPERF_INSTANTIATE(double)
 #undef BERTPERF_INSTANTIATE
-template void cross_entropy_forward<bf16>(const ops::CrossEntropyForward&, std::vector<double>&);
+template void cross_entropy_forward<bf16>(const ops::CrossEntropyForward&, std::span<double>);
 template void cross_entropy_backward<bf16>(const ops::CrossEntropyBackward&);
 
 }  // namespace bertperf::cpu

@@ -27,17 +27,17 @@ void for_chunks(const ops::Chunks& chunks, Body body) {
   }
 }
 
-double* grow(std::vector<double>& scratch, size_t n) {
-  if (scratch.size() < n) scratch.resize(n);
+double* partial_sums(std::span<double> scratch, size_t n) {
+  BERT_CHECK(scratch.size() >= n, "an optimizer op over chunks needs ", n, " partial sums, handed ", scratch.size());
   return scratch.data();
 }
 
 }  // namespace
 
 template <typename T>
-void gradient_clip(const ops::GradientClip& p, std::vector<double>& scratch) {
+void gradient_clip(const ops::GradientClip& p, std::span<double> scratch) {
   const T* g = static_cast<const T*>(p.grads);
-  double* partial = grow(scratch, static_cast<size_t>(p.chunks.count));
+  double* partial = partial_sums(scratch, scratch_doubles(p));
   for_chunks(p.chunks, [=](int c, size_t begin, size_t n, int32_t) {
     const T* x = g + begin;
     double s = 0;
@@ -95,13 +95,13 @@ kmath::LambElementParams lamb_element_params(const ops::StepScalars& s, float be
 }  // namespace
 
 template <typename T>
-void lamb_moments(const ops::LambMoments& p, std::vector<double>& scratch) {
+void lamb_moments(const ops::LambMoments& p, std::span<double> scratch) {
   if (p.scalars->nonfinite > 0) return;
   const T* grads = static_cast<const T*>(p.grads);
   const T* master = static_cast<const T*>(p.master);
   T* m = static_cast<T*>(p.m);
   T* v = static_cast<T*>(p.v);
-  double* partial = grow(scratch, 2 * static_cast<size_t>(p.chunks.count));
+  double* partial = partial_sums(scratch, scratch_doubles(p));
   const ops::LambMoments& q = p;
   for_chunks(p.chunks, [=, &q](int c, size_t begin, size_t n, int32_t tensor) {
     const kmath::LambElementParams e =
@@ -176,9 +176,9 @@ void lamb_apply(const ops::LambApply& p) {
 }
 
 #define BERTPERF_INSTANTIATE(T)                                                           \
-  template void gradient_clip<T>(const ops::GradientClip&, std::vector<double>&);         \
+  template void gradient_clip<T>(const ops::GradientClip&, std::span<double>);            \
   template void gradient_accumulate<T>(const ops::GradientAccumulate&);                  \
-  template void lamb_moments<T>(const ops::LambMoments&, std::vector<double>&);           \
+  template void lamb_moments<T>(const ops::LambMoments&, std::span<double>);              \
   template void lamb_apply<T>(const ops::LambApply&);
 BERTPERF_INSTANTIATE(float)
 BERTPERF_INSTANTIATE(double)

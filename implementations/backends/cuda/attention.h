@@ -8,6 +8,7 @@
 #include <string>
 #include <tuple>
 
+#include "backends/cuda/cuda_capabilities.h"  // cudnn_attention_deterministic
 #include "backends/cuda/cuda_context.h"
 #include "backends/cuda/cuda_options.h"
 #include "backends/ops.h"
@@ -52,11 +53,6 @@ size_t attention_saved_bytes(int tokens, int sequences, int max_seqlen, int head
 // Bytes of AttentionBackward::workspace, shared by all layers: the kernel's per-row sums. cuDNN's graphs use the
 // runner's own workspace, sized by the graphs themselves.
 size_t attention_workspace_bytes(int tokens, int sequences, int max_seqlen, int heads);
-// Whether cuDNN's fused attention backward gives the same bits on every run on compute capability `sm`: its
-// deterministic dq reduction exists for ragged layouts on Hopper only (Ampere's ragged backward sums dq in a
-// varying order, and Blackwell refuses determinism with dropout). Our kernel is deterministic everywhere.
-inline bool cudnn_attention_deterministic(int sm) { return sm == 90; }
-
 // "1.32.0": the cudnn-frontend headers this backend was built with.
 std::string cudnn_frontend_version();
 

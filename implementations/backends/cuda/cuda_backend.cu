@@ -10,6 +10,7 @@
 
 #include "backends/cuda/attention.h"
 #include "backends/cuda/attention_choice.h"
+#include "backends/cuda/cuda_capabilities.h"
 #include "backends/cuda/cross_entropy.h"
 #include "backends/cuda/cuda_context.h"
 #include "backends/cuda/elementwise.h"
@@ -65,23 +66,12 @@ class CudaBackend final : public Backend {
     CUDNN_CHECK(cudnnSetStream(ctx_.cudnn, ctx_.stream));
     gemm_ = std::make_unique<cuda::GemmRunner>(ctx_);
     scratch_ = std::make_unique<cuda::OpScratch>(ctx_);
-    // Deterministic where cuDNN's attention backward is not: the kernel (attention.h).
-    const AttentionImpl attention = options.deterministic && !cuda::cudnn_attention_deterministic(ctx_.sm)
-                                        ? AttentionImpl::KERNEL
-                                        : options.attention;
+    // The attention (the kernel where "deterministic" rules cuDNN's out) and what the backend declares.
+    const cuda::CudaDeclared declared = cuda::cuda_declared(options, ctx_.sm);
     attention_ = std::make_unique<cuda::AttentionRunner>(
-        ctx_, attention, static_cast<size_t>(options.attention_workspace_mb * 1048576.0));
+        ctx_, declared.attention, static_cast<size_t>(options.attention_workspace_mb * 1048576.0));
     own_gelu_ = options.gelu == GeluImpl::KERNEL;
-    caps_.static_shapes = true;
-    caps_.asynchronous = true;
-    caps_.capture = true;
-    caps_.host_memory = false;
-    // cuDNN's fused attention draws its own dropout masks, and its backward is deterministic only where
-    // cudnn_attention_deterministic says; the kernel is deterministic everywhere and draws ops.h's masks.
-    if (attention != AttentionImpl::KERNEL) {
-      caps_.own_dropout_masks.add(ops::Op::ATTENTION_FORWARD).add(ops::Op::ATTENTION_BACKWARD);
-      if (!cuda::cudnn_attention_deterministic(ctx_.sm)) caps_.nondeterministic.add(ops::Op::ATTENTION_BACKWARD);
-    }
+    caps_ = declared.capabilities;
   }
 
   ~CudaBackend() override {
@@ -109,7 +99,8 @@ class CudaBackend final : public Backend {
                ", cuDNN ", cuda::library_version(cudnnGetVersion()), " (built with ",
                cuda::library_version(CUDNN_VERSION), ", cudnn-frontend ", cuda::cudnn_frontend_version(), ")",
                own_gelu_ ? "; GELU in own kernels" : "; GELU in cuBLASLt epilogues",
-               "; cuDNN attention workspace cap ", options_.attention_workspace_mb, " MiB");
+               "; cuDNN attention workspace cap ", options_.attention_workspace_mb, " MiB",
+               options_.blocking_uploads ? "; blocking uploads" : "");
   }
   // Versions of the libraries loaded (the driver's CUDA version as the driver reports it, 0.0 where there is none).
   std::vector<std::pair<std::string, std::string>> library_versions() const override {
@@ -171,7 +162,7 @@ class CudaBackend final : public Backend {
     if (bytes == 0) return;
     CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, ctx_.stream));
     // From pageable memory the caller may reuse src as soon as we return: wait for the copy.
-    if (!is_pinned(src)) CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));
+    if (!is_pinned(src) || options_.blocking_uploads) CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));
   }
   void download(void* dst, const void* src, size_t bytes) override {
     if (bytes) CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, ctx_.stream));

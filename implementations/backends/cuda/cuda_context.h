@@ -9,7 +9,7 @@
 #include <cuda_runtime.h>
 #include <cudnn.h>
 
-#include "backends/cuda/scratch_buffer.h"
+#include "backends/scratch_buffer.h"
 #include "core/errors.h"
 
 namespace bertperf::cuda {

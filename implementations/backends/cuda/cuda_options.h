@@ -8,7 +8,10 @@
 //     "deterministic": bool (optional, default false: true runs only bit-reproducible algorithms, at some cost where
 //                      a library's fast path is not; the backend declares which ops are not, Capabilities),
 //     "attention_workspace_mb": number (optional, default 4096: the most device memory cuDNN's attention backward
-//                               may take as workspace; a shape that needs more runs on the kernel) }
+//                               may take as workspace; a shape that needs more runs on the kernel),
+//     "blocking_uploads": bool (optional, default false: true makes every upload wait until it has run, as one from
+//                         pageable memory does; the reference that staging over asynchronous uploads is checked
+//                         against, scripts/device_check.sh) }
 #pragma once
 
 #include <string>
@@ -26,6 +29,7 @@ struct CudaOptions {
   GeluImpl gelu = GeluImpl::EPILOGUE;
   bool deterministic = false;
   double attention_workspace_mb = 4096;
+  bool blocking_uploads = false;
 
   // Reads the fields it knows from `fields`; the caller rejects the rest.
   static CudaOptions read(JsonFields& fields) {
@@ -46,6 +50,7 @@ struct CudaOptions {
     o.attention_workspace_mb = fields.optional<double>("attention_workspace_mb", 4096);
     if (!(o.attention_workspace_mb >= 0))
       throw_input(where, "field 'attention_workspace_mb' must be a number of MiB, 0 or more");
+    o.blocking_uploads = fields.optional<bool>("blocking_uploads", false);
     return o;
   }
 };

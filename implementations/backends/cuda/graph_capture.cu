@@ -28,7 +28,7 @@ std::unique_ptr<CapturedOps> capture_graph(CudaContext& ctx, const std::function
   BERT_CHECK(!ctx.capture.capturing, "a graph capture inside a graph capture");
   CUDA_CHECK(cudaStreamBeginCapture(ctx.stream, cudaStreamCaptureModeThreadLocal));
   // From here on, graphs may point at the working buffers: they never grow inside a capture and are never freed
-  // while the backend lives once one exists (scratch_buffer.h).
+  // while the backend lives once one exists (backends/scratch_buffer.h).
   ctx.capture.capturing = true;
   ctx.capture.captured = true;
   cudaGraph_t graph = nullptr;

@@ -1,5 +1,5 @@
 // Device working memory an op needs beyond its arguments (per-row and per-chunk partial sums, sort buffers, library
-// workspaces), owned by the CudaBackend and grown only when a larger call comes, by scratch_buffer.h's rule: the
+// workspaces), owned by the CudaBackend and grown only when a larger call comes, by backends/scratch_buffer.h's rule: the
 // first step of a run sizes every buffer, a buffer never grows inside a capture, and one outgrown after a capture is
 // kept for the graphs that point at it.
 #pragma once
@@ -7,7 +7,7 @@
 #include <cstddef>
 
 #include "backends/cuda/cuda_context.h"
-#include "backends/cuda/scratch_buffer.h"
+#include "backends/scratch_buffer.h"
 
 namespace bertperf::cuda {
 
@@ -37,8 +37,9 @@ using DeviceScratch = ScratchBuffer<DeviceAllocator>;
 // still in use on the stream.
 struct OpScratch {
   explicit OpScratch(const CudaContext& ctx)
-      : reduce({&ctx}, ctx.capture, "reduce"), sort({&ctx}, ctx.capture, "sort"),
-        optimizer({&ctx}, ctx.capture, "optimizer"), bias_grad({&ctx}, ctx.capture, "bias-gradient") {}
+      : reduce({&ctx}, ctx.capture, "CUDA backend's reduce"), sort({&ctx}, ctx.capture, "CUDA backend's sort"),
+        optimizer({&ctx}, ctx.capture, "CUDA backend's optimizer"),
+        bias_grad({&ctx}, ctx.capture, "CUDA backend's bias-gradient") {}
   DeviceScratch reduce;      // column and row partial sums (bias, LayerNorm parameter gradients, loss statistics)
   DeviceScratch sort;        // the scatter-add's sorted indices and CUB temporary storage
   DeviceScratch optimizer;   // per-chunk partial sums and the completion counter

@@ -1,7 +1,8 @@
-// The growth rule of the CUDA backend's working buffers, as plain C++ over an allocator, so that a CPU test can
-// check it (tests/cpp/test_cuda_scratch_buffer.cpp); scratch.h instantiates it over device memory.
+// The growth rule of a backend's working buffers (memory an op needs beyond its arguments), as plain C++ over an
+// allocator, so that a CPU test can check it (tests/cpp/test_scratch_buffer.cpp): the CUDA backend instantiates it
+// over device memory (cuda/scratch.h), the CPU backends over host memory (cpu/cpu_backend.cpp, cpu/cpu_async.cpp).
 //
-// A captured graph (Backend::capture) keeps the device addresses it was recorded with and writes to them at every
+// A captured graph (Backend::capture) keeps the addresses it was recorded with and writes to them at every
 // replay. So a buffer that a graph may point at must outlive every replay: before the first capture, growing frees
 // the old buffer (after the allocator waits for the work still using it); from the first capture on, growing keeps
 // the old buffer (it is released with the ScratchBuffer), and growing while a capture is being recorded is refused
@@ -14,9 +15,9 @@
 
 #include "core/errors.h"
 
-namespace bertperf::cuda {
+namespace bertperf {
 
-// Whether the backend's stream is being recorded into a graph now, and whether a graph was ever recorded. The
+// Whether the backend's queue is being recorded into a graph now, and whether a graph was ever recorded. The
 // backend owns one and sets it around each capture; every buffer reads it.
 struct CaptureState {
   bool capturing = false;
@@ -40,7 +41,7 @@ class ScratchBuffer {
   // At least `bytes`; contents undefined. The same pointer as the last call unless this one asks for more.
   void* get(size_t bytes) {
     if (bytes <= bytes_) return data_;
-    BERT_CHECK(!capture_->capturing, "the CUDA backend's ", name_, " buffer would grow from ", bytes_, " to ", bytes,
+    BERT_CHECK(!capture_->capturing, "the ", name_, " buffer would grow from ", bytes_, " to ", bytes,
                " bytes inside a graph capture (an op ran at a shape it had not run at before the capture)");
     void* fresh = allocator_.allocate(bytes);
     if (data_) {
@@ -71,4 +72,4 @@ class ScratchBuffer {
   std::vector<void*> kept_;
 };
 
-}  // namespace bertperf::cuda
+}  // namespace bertperf

@@ -1,4 +1,4 @@
-// The growth rule of the CUDA backend's working buffers (backends/cuda/scratch_buffer.h), over an allocator that
+// The growth rule of a backend's working buffers (backends/scratch_buffer.h), over an allocator that
 // keeps a ledger instead of device memory: before any capture a buffer that grows frees the old one; once a graph has
 // been captured, the old one is kept (a replay still writes to it) until the buffer itself goes; inside a capture it
 // refuses to grow, naming itself. The ledger checks that no address a "graph" holds is ever released while the
@@ -10,10 +10,10 @@
 #include <string>
 #include <vector>
 
-#include "backends/cuda/scratch_buffer.h"
+#include "backends/scratch_buffer.h"
 #include "core/errors.h"
 
-namespace bertperf::cuda {
+namespace bertperf {
 namespace {
 
 // Hands out distinct fake addresses and records what is live.
@@ -41,7 +41,7 @@ struct LedgerAllocator {
 
 using Buffer = ScratchBuffer<LedgerAllocator>;
 
-TEST(CudaScratchBuffer, GrowsByFreeingBeforeAnyCapture) {
+TEST(ScratchBuffer, GrowsByFreeingBeforeAnyCapture) {
   Ledger ledger;
   CaptureState capture;
   {
@@ -63,7 +63,7 @@ TEST(CudaScratchBuffer, GrowsByFreeingBeforeAnyCapture) {
   EXPECT_EQ(ledger.released.size(), 2u);
 }
 
-TEST(CudaScratchBuffer, KeepsWhatACapturedGraphPointsAtUntilItGoes) {
+TEST(ScratchBuffer, KeepsWhatACapturedGraphPointsAtUntilItGoes) {
   Ledger ledger;
   CaptureState capture;
   {
@@ -88,7 +88,7 @@ TEST(CudaScratchBuffer, KeepsWhatACapturedGraphPointsAtUntilItGoes) {
   EXPECT_EQ(ledger.released.size(), 3u);
 }
 
-TEST(CudaScratchBuffer, RefusesToGrowInsideACaptureAndSaysWhich) {
+TEST(ScratchBuffer, RefusesToGrowInsideACaptureAndSaysWhich) {
   Ledger ledger;
   CaptureState capture;
   Buffer b({&ledger}, capture, "optimizer");
@@ -111,4 +111,4 @@ TEST(CudaScratchBuffer, RefusesToGrowInsideACaptureAndSaysWhich) {
 }
 
 }  // namespace
-}  // namespace bertperf::cuda
+}  // namespace bertperf
