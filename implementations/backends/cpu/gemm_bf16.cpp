@@ -257,6 +257,18 @@ void execute(const dnnl::primitive& p, const dnnl::stream& stream, const dnnl_ex
 
 // B packed once per GEMM when several row tiles share it: (column tile ni, chunk c) at buffer + offset[ni * chunks + c]
 // elements, packed for primitive[ni * chunks + c]. The vectors keep their capacity from call to call.
+// omp_set_num_threads(1) for a scope (the calling thread's setting; restored after).
+class OneOpenMpThread {
+ public:
+  OneOpenMpThread() : saved_(omp_get_max_threads()) { omp_set_num_threads(1); }
+  ~OneOpenMpThread() { omp_set_num_threads(saved_); }
+  OneOpenMpThread(const OneOpenMpThread&) = delete;
+  OneOpenMpThread& operator=(const OneOpenMpThread&) = delete;
+
+ private:
+  int saved_;
+};
+
 struct PackedB {
   AlignedBuffer<bf16> buffer;
   std::vector<size_t> offset;
@@ -281,10 +293,14 @@ struct Bf16GemmContext::State {
   std::vector<dnnl::stream> streams;  // one per slot
   std::map<PrimitiveKey, Primitive> primitives;
 
-  // The primitive for a tile shape, made at its first use (outside the threads).
+  // The primitive for a tile shape, made at its first use (outside the threads). Made single-threaded: our threads
+  // share the tiles out and each runs its tile as one call; a primitive made while OpenMP offers more threads plans
+  // its work for them and opens a parallel region inside every call, nested in ours (where nesting is on, a team of
+  // threads that spin against ours: at K = 128 that made two threads slower than one).
   const Primitive& primitive(const PrimitiveKey& k) {
     auto found = primitives.find(k);
     if (found != primitives.end()) return found->second;
+    const OneOpenMpThread one_thread;
     using dt = dnnl::memory::data_type;
     using dims = dnnl::memory::dims;
     const dnnl::memory::desc a({k.M, k.K}, dt::bf16, k.trans_a ? dims{1, k.M} : dims{k.K, 1});
