@@ -59,11 +59,14 @@ struct Tiling {
 int chunk_length(const Bf16Gemm& g, int c) { return std::max(0, std::min(kGemmKChunk, g.K - c * kGemmKChunk)); }
 int padded_length(const Bf16Gemm& g, int c) { return std::min(kGemmKChunk, round_up(chunk_length(g, c), kGemmKPad)); }
 
-Tiling tiling(const Bf16Gemm& g) {
+Tiling tiling(const Bf16Gemm& g, int threads) {
   // Row tiles of equal size (so a last tile is not mostly padding), a multiple of 64 (of 16 below 64 rows): a CPU
   // batch's token count changes from step to step, and each tile height is a primitive (a JIT compilation) per GEMM,
-  // so few heights, at most 12, at the cost of up to 63 padded rows.
-  const int rows = ceil_div(g.M, ceil_div(g.M, kMaxTileRows));
+  // so few heights, at most 12, at the cost of up to 63 padded rows. At least one row tile a thread where M has 64
+  // rows a thread: each tile is one single-threaded call, and a small product with a long K (a weight gradient,
+  // K = tokens) would otherwise leave threads idle.
+  const int parts = std::max(ceil_div(g.M, kMaxTileRows), std::min(threads, ceil_div(g.M, 64)));
+  const int rows = ceil_div(g.M, parts);
   const int Mt = std::min(kMaxTileRows, round_up(rows, rows < 64 ? 16 : 64));
   const int Nt = std::min(std::clamp(static_cast<int>(kTileFloats / Mt) / 64 * 64, 64, kMaxTileCols), g.N);
   return {Mt, Nt, ceil_div(g.M, Mt), ceil_div(g.N, Nt), std::max(1, ceil_div(g.K, kGemmKChunk))};
@@ -470,7 +473,7 @@ struct Bf16GemmContext::State {
   void run(const Bf16Gemm& g, TileEpilogue epilogue, GemmPath path) {
     BERT_CHECK(!omp_in_parallel(), "cpu-bf16 GEMM: called inside a parallel region");
     if (g.M <= 0 || g.N <= 0) return;
-    const Tiling t = tiling(g);
+    const Tiling t = tiling(g, std::min(omp_get_max_threads(), slots));
     const int tiles = t.m_tiles * t.n_tiles;
     const int threads = std::min({omp_get_max_threads(), slots, tiles});
     prepare(g, t, path);
