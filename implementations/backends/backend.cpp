@@ -83,6 +83,7 @@ const std::vector<Entry>& entries() {
                      return make_cuda_backend(o, placement.local_rank);
 #else
                      (void)placement;
+                     (void)o;
                      throw_input("backend \"cuda\"", "this build has no CUDA backend (build on a machine with the CUDA "
                                                    "toolkit)");
 #endif
