@@ -126,14 +126,23 @@ def test_sbatch_result_set_passes_the_checker(slurm, tmp_path):
     output = (tmp_path / "job.out").read_text() if (tmp_path / "job.out").exists() else ""
     print(f"sbatch job ended after {time.time() - start:.1f} s")
     assert job.returncode == 0, job.stdout + job.stderr + output
+    assert_two_runs_comply(out, output)
+
+
+def keys_of(log):
+    """The MLLOG keys of a log, in order."""
+    return [json.loads(line.split(":::MLLOG ", 1)[1])["key"] for line in log.read_text().splitlines()]
+
+
+def assert_two_runs_comply(out, output):
+    """The result tree `out` of a 2-run sbatch job (its output `output`): one result per job step, each logged once by
+    rank 0; every log complies; the tree as a whole differs from a submission only in holding 2 runs, not 10."""
     results = out / "results" / "cpu_2c" / "bert"
     assert sorted(p.name for p in results.iterdir()) == ["result_0.txt", "result_1.txt"], output
-    # One result per job step, each logged once by rank 0 of two.
     assert output.count("run 1 of 2") == 1 and output.count("run 2 of 2") == 1, output
     for log in results.iterdir():
-        keys = [json.loads(line.split(":::MLLOG ", 1)[1])["key"] for line in log.read_text().splitlines()]
+        keys = keys_of(log)
         assert keys.count("run_stop") == 1 and keys.count("init_start") == 1, log
-    # Every log complies; the tree as a whole differs from a submission only in holding 2 runs, not 10.
     logs = sorted(str(p) for p in results.iterdir())
     check = subprocess.run([str(CHECK), *logs], capture_output=True, text=True, timeout=300)
     assert check.returncode == 0, check.stdout + check.stderr

@@ -26,10 +26,9 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bertperf_paths import REPO, find_binary  # noqa: E402
 from test_harness_compliance import SYSTEM_FILE, write_tiny_benchmark  # noqa: E402
-from test_slurm import DAEMONS, free_ports  # noqa: E402
+from test_slurm import DAEMONS, assert_two_runs_comply, free_ports, keys_of  # noqa: E402
 
 BERTPERF = find_binary("bertperf")
-CHECK = REPO / ".venv" / "bin" / "bertperf-check"
 HOSTS = REPO / "scripts" / "netns_hosts.sh"
 NODES = 2
 
@@ -174,10 +173,6 @@ def sbatch(cluster, config, out, tmp_path, wait=True):
     return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
 
 
-def keys_of(log):
-    return [json.loads(line.split(":::MLLOG ", 1)[1])["key"] for line in log.read_text().splitlines()]
-
-
 @pytest.mark.skipif(BERTPERF is None, reason="bertperf not built")
 def test_sbatch_on_two_nodes_passes_the_checker(cluster, tmp_path):
     config = four_rank_benchmark(tmp_path / "bench", runs=2)
@@ -188,20 +183,7 @@ def test_sbatch_on_two_nodes_passes_the_checker(cluster, tmp_path):
     print(f"sbatch job on {NODES} nodes ended after {time.time() - start:.1f} s")
     assert job.returncode == 0, job.stdout + job.stderr + output
     assert f"{NODES} node(s) {cluster.nodes[0][:-1]}" in output and "4 task(s)" in output, output
-    results = out / "results" / "cpu_2c" / "bert"
-    assert sorted(p.name for p in results.iterdir()) == ["result_0.txt", "result_1.txt"], output
-    assert output.count("run 1 of 2") == 1 and output.count("run 2 of 2") == 1, output
-    for log in results.iterdir():
-        keys = keys_of(log)
-        assert keys.count("run_stop") == 1 and keys.count("init_start") == 1, log
-    logs = sorted(str(p) for p in results.iterdir())
-    check = subprocess.run([str(CHECK), *logs], capture_output=True, text=True, timeout=300)
-    assert check.returncode == 0, check.stdout + check.stderr
-    tree = subprocess.run([str(CHECK), "--rcp-bypass", "--seed-checker-bypass", str(out)], capture_output=True,
-                          text=True, timeout=300)
-    errors = [line for line in tree.stdout.splitlines() if ": error: " in line]
-    assert len(errors) == 1 and "package:run-count] found 2 result_*.txt files" in errors[0], tree.stdout
-    assert "2 of 2 runs comply" in tree.stdout, tree.stdout
+    assert_two_runs_comply(out, output)
 
 
 @pytest.mark.skipif(BERTPERF is None, reason="bertperf not built")
