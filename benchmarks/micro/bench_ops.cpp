@@ -3,7 +3,8 @@
 // SGEMMs behind the linear layers (GFLOP/s), every op forward and backward (elements/s, or GFLOP/s where a GEMM
 // dominates), and the optimizer ops over the BERT-base parameter sizes (parameters/s). Threads: the OpenMP default
 // (all cores unless OMP_NUM_THREADS says otherwise); the CPU backend runs its BLAS calls on the OpenMP threads.
-// Read the CPU-time column with OMP_NUM_THREADS=1 for per-core figures on a busy machine.
+// Read the CPU-time column with OMP_NUM_THREADS=1 for per-core figures on a busy machine. Every op of the list has a
+// benchmark here (benchmark_of, at the end, names it: an op without one does not compile).
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
@@ -246,14 +247,16 @@ BENCHMARK(BM_ResidualLayerNorm)
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
 
+// GELU forward (the kernel a linear layer applies after its product) and the activation_backward op.
 void BM_Gelu(benchmark::State& state) {
   const bool backward = state.range(0) != 0;
   const size_t n = static_cast<size_t>(kTokens) * kFfn;
   auto x = random_buffer(n, -4, 4), dout = random_buffer(n);
   AlignedBuffer<float> out(n);
+  Backend& be = cpu_backend();
   for (auto _ : state) {
     if (backward) {
-      cpu::gelu_backward<float>(out.data(), x.data(), dout.data(), n);
+      be.activation_backward({out.data(), dout.data(), x.data(), n, Activation::GELU});
     } else {
       cpu::gelu_forward<float>(out.data(), x.data(), n);
     }
@@ -316,6 +319,27 @@ void BM_Embedding(benchmark::State& state) {
   state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * n));
 }
 BENCHMARK(BM_Embedding)->ArgName("bwd")->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+// The rows the heads read: the masked positions of every sequence gathered (MLM), and scattered back with their
+// gradients added up.
+void BM_Gather(benchmark::State& state) {
+  const bool backward = state.range(0) != 0;
+  const size_t n = static_cast<size_t>(kPredictions) * kHidden;
+  auto x = random_buffer(static_cast<size_t>(kTokens) * kHidden), dout = random_buffer(n);
+  auto rows = random_ids(kPredictions, kTokens);
+  AlignedBuffer<float> out(n), dx(static_cast<size_t>(kTokens) * kHidden);
+  Backend& be = cpu_backend();
+  for (auto _ : state) {
+    if (backward) {
+      be.gather_backward({dx.data(), dout.data(), rows.data(), kPredictions, kTokens, kHidden, false});
+    } else {
+      be.gather_forward({out.data(), x.data(), rows.data(), kPredictions, kHidden});
+    }
+    benchmark::ClobberMemory();
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * n));
+}
+BENCHMARK(BM_Gather)->ArgName("bwd")->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 // The masked-LM cross-entropy: forward (log-sum-exp, loss and accuracy statistics), backward from the saved
 // log-sum-exp, in place as the model runs it.
@@ -431,13 +455,22 @@ void BM_LambOps(benchmark::State& state) {
 }
 BENCHMARK(BM_LambOps)->Unit(benchmark::kMillisecond)->UseRealTime();
 
+// The whole clip, or (sharded) a shard's partial sum of squares and the finish from it.
 void BM_GradientClip(benchmark::State& state) {
+  const bool sharded = state.range(0) != 0;
   OptimizerState& s = optimizer_state();
   Backend& be = cpu_backend();
-  for (auto _ : state) be.gradient_clip({&s.scalars, nullptr, s.grads.data(), s.chunks()});
+  for (auto _ : state) {
+    if (sharded) {
+      be.gradient_clip({&s.scalars, s.norms.data(), s.grads.data(), s.chunks()});
+      be.gradient_clip_finish({&s.scalars});
+    } else {
+      be.gradient_clip({&s.scalars, nullptr, s.grads.data(), s.chunks()});
+    }
+  }
   state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * s.parameters));
 }
-BENCHMARK(BM_GradientClip)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_GradientClip)->ArgName("sharded")->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 void BM_GradientAccumulate(benchmark::State& state) {
   OptimizerState& s = optimizer_state();
@@ -446,6 +479,25 @@ void BM_GradientAccumulate(benchmark::State& state) {
   state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * s.parameters));
 }
 BENCHMARK(BM_GradientAccumulate)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// The benchmark of each op of the list (ops.h): a switch, so an op added to the list without a benchmark does not
+// compile (-Werror=switch).
+using OpBenchmark = void (*)(benchmark::State&);
+[[maybe_unused]] OpBenchmark benchmark_of(ops::Op op) {
+  switch (op) {
+    case ops::Op::LINEAR_FORWARD: case ops::Op::LINEAR_BACKWARD: return BM_Linear;
+    case ops::Op::ACTIVATION_BACKWARD: return BM_Gelu;
+    case ops::Op::EMBEDDING_FORWARD: case ops::Op::EMBEDDING_BACKWARD: return BM_Embedding;
+    case ops::Op::RESIDUAL_LAYERNORM_FORWARD: case ops::Op::RESIDUAL_LAYERNORM_BACKWARD: return BM_ResidualLayerNorm;
+    case ops::Op::ATTENTION_FORWARD: case ops::Op::ATTENTION_BACKWARD: return BM_Attention;
+    case ops::Op::GATHER_FORWARD: case ops::Op::GATHER_BACKWARD: return BM_Gather;
+    case ops::Op::CROSS_ENTROPY_FORWARD: case ops::Op::CROSS_ENTROPY_BACKWARD: return BM_CrossEntropy;
+    case ops::Op::GRADIENT_CLIP: case ops::Op::GRADIENT_CLIP_FINISH: return BM_GradientClip;
+    case ops::Op::GRADIENT_ACCUMULATE: return BM_GradientAccumulate;
+    case ops::Op::LAMB_MOMENTS: case ops::Op::LAMB_APPLY: return BM_LambOps;
+  }
+  return nullptr;
+}
 
 }  // namespace
 }  // namespace bertperf

@@ -28,25 +28,10 @@ class OpVocabulary {
   // Bytes of AttentionBackward::workspace, shared by all layers.
   virtual size_t attention_workspace_bytes(int tokens, int sequences, int max_seqlen, int heads) const = 0;
 
-  // ---- the op vocabulary (ops.h) ----
-  virtual void linear_forward(const ops::LinearForward& p) = 0;
-  virtual void linear_backward(const ops::LinearBackward& p) = 0;
-  virtual void activation_backward(const ops::ActivationBackward& p) = 0;
-  virtual void embedding_forward(const ops::EmbeddingForward& p) = 0;
-  virtual void embedding_backward(const ops::EmbeddingBackward& p) = 0;
-  virtual void residual_layernorm_forward(const ops::ResidualLayerNormForward& p) = 0;
-  virtual void residual_layernorm_backward(const ops::ResidualLayerNormBackward& p) = 0;
-  virtual void attention_forward(const ops::AttentionForward& p) = 0;
-  virtual void attention_backward(const ops::AttentionBackward& p) = 0;
-  virtual void gather_forward(const ops::GatherForward& p) = 0;
-  virtual void gather_backward(const ops::GatherBackward& p) = 0;
-  virtual void cross_entropy_forward(const ops::CrossEntropyForward& p) = 0;
-  virtual void cross_entropy_backward(const ops::CrossEntropyBackward& p) = 0;
-  virtual void gradient_clip(const ops::GradientClip& p) = 0;
-  virtual void gradient_clip_finish(const ops::GradientClipFinish& p) = 0;
-  virtual void gradient_accumulate(const ops::GradientAccumulate& p) = 0;
-  virtual void lamb_moments(const ops::LambMoments& p) = 0;
-  virtual void lamb_apply(const ops::LambApply& p) = 0;
+  // ---- the op vocabulary (ops.h): one method per op of BERTPERF_OPS, linear_forward(const ops::LinearForward&) ----
+#define BERTPERF_OP_METHOD(enumerator, method, Struct) virtual void method(const ops::Struct& p) = 0;
+  BERTPERF_OPS(BERTPERF_OP_METHOD)
+#undef BERTPERF_OP_METHOD
 };
 
 // A backend: one object with its own memory, execution context and the ops that run there.

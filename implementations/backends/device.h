@@ -21,16 +21,10 @@
 #include <memory>
 #include <utility>
 
+#include "backends/dtype.h"
 #include "backends/ops.h"
 
 namespace bertperf {
-
-// Element types of backend memory.
-enum class DType : uint8_t { F32, F64, BF16 };
-constexpr size_t dtype_size(DType type) { return type == DType::F64 ? 8 : type == DType::F32 ? 4 : 2; }
-constexpr const char* dtype_name(DType type) {
-  return type == DType::F64 ? "fp64" : type == DType::F32 ? "fp32" : "bf16";
-}
 
 // DEVICE: where ops run (plain host memory on a CPU backend). HOST: pageable host memory. PINNED: page-locked host
 // memory, for copies that overlap with compute.

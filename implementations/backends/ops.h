@@ -68,26 +68,64 @@ namespace bertperf::ops {
 
 inline constexpr float kLayerNormEps = 1e-12f;
 
-// Every op of the vocabulary, by name: for what a backend declares of its ops (device.h: Capabilities).
+// ---- the op list, written once --------------------------------------------------------------------------------
+// BERTPERF_OPS(X) calls X(ENUMERATOR, method, Struct) for every op of the vocabulary, in one order: the Op enum and
+// op_name below, the Backend's methods (backend.h) and cpu-async's forwarders (cpu/cpu_async.cpp) are made from it.
+// Adding an op is a line here and its parameter struct below, then its implementation in every backend (a backend
+// without it does not compile: its method is pure virtual) and a case in every per-op switch (the conformance
+// test's, the benchmarks': -Werror=switch refuses a switch without one; tests/compile/lists.cpp shows both).
+#define BERTPERF_OPS(X)                                                                       \
+  X(LINEAR_FORWARD, linear_forward, LinearForward)                                            \
+  X(LINEAR_BACKWARD, linear_backward, LinearBackward)                                         \
+  X(ACTIVATION_BACKWARD, activation_backward, ActivationBackward)                             \
+  X(EMBEDDING_FORWARD, embedding_forward, EmbeddingForward)                                   \
+  X(EMBEDDING_BACKWARD, embedding_backward, EmbeddingBackward)                                \
+  X(RESIDUAL_LAYERNORM_FORWARD, residual_layernorm_forward, ResidualLayerNormForward)         \
+  X(RESIDUAL_LAYERNORM_BACKWARD, residual_layernorm_backward, ResidualLayerNormBackward)      \
+  X(ATTENTION_FORWARD, attention_forward, AttentionForward)                                   \
+  X(ATTENTION_BACKWARD, attention_backward, AttentionBackward)                                \
+  X(GATHER_FORWARD, gather_forward, GatherForward)                                            \
+  X(GATHER_BACKWARD, gather_backward, GatherBackward)                                         \
+  X(CROSS_ENTROPY_FORWARD, cross_entropy_forward, CrossEntropyForward)                        \
+  X(CROSS_ENTROPY_BACKWARD, cross_entropy_backward, CrossEntropyBackward)                     \
+  X(GRADIENT_CLIP, gradient_clip, GradientClip)                                               \
+  X(GRADIENT_CLIP_FINISH, gradient_clip_finish, GradientClipFinish)                           \
+  X(GRADIENT_ACCUMULATE, gradient_accumulate, GradientAccumulate)                             \
+  X(LAMB_MOMENTS, lamb_moments, LambMoments)                                                  \
+  X(LAMB_APPLY, lamb_apply, LambApply)
+
+// Every op of the vocabulary, by name: for what a backend declares of its ops (device.h: Capabilities) and the
+// per-op tables of the tests and benchmarks.
 enum class Op : uint8_t {
-  LINEAR_FORWARD, LINEAR_BACKWARD, ACTIVATION_BACKWARD, EMBEDDING_FORWARD, EMBEDDING_BACKWARD,
-  RESIDUAL_LAYERNORM_FORWARD, RESIDUAL_LAYERNORM_BACKWARD, ATTENTION_FORWARD, ATTENTION_BACKWARD, GATHER_FORWARD,
-  GATHER_BACKWARD, CROSS_ENTROPY_FORWARD, CROSS_ENTROPY_BACKWARD, GRADIENT_CLIP, GRADIENT_CLIP_FINISH,
-  GRADIENT_ACCUMULATE, LAMB_MOMENTS, LAMB_APPLY
+#define BERTPERF_OP_ENUMERATOR(enumerator, method, Struct) enumerator,
+  BERTPERF_OPS(BERTPERF_OP_ENUMERATOR)
+#undef BERTPERF_OP_ENUMERATOR
 };
 
-constexpr const char* op_name(Op op) {
-  constexpr const char* names[] = {
-      "linear_forward", "linear_backward", "activation_backward", "embedding_forward", "embedding_backward",
-      "residual_layernorm_forward", "residual_layernorm_backward", "attention_forward", "attention_backward",
-      "gather_forward", "gather_backward", "cross_entropy_forward", "cross_entropy_backward", "gradient_clip",
-      "gradient_clip_finish", "gradient_accumulate", "lamb_moments", "lamb_apply"};
-  return names[static_cast<int>(op)];
+// The op's method name ("linear_forward").
+inline constexpr const char* kOpNames[] = {
+#define BERTPERF_OP_NAME(enumerator, method, Struct) #method,
+    BERTPERF_OPS(BERTPERF_OP_NAME)
+#undef BERTPERF_OP_NAME
+};
+inline constexpr int kOpCount = static_cast<int>(sizeof kOpNames / sizeof kOpNames[0]);
+constexpr const char* op_name(Op op) { return kOpNames[static_cast<int>(op)]; }
+
+// No two ops share a name (the per-op tables are looked up by it).
+constexpr bool op_names_distinct() {
+  for (int a = 0; a < kOpCount; ++a)
+    for (int b = a + 1; b < kOpCount; ++b) {
+      const char *x = kOpNames[a], *y = kOpNames[b];
+      while (*x && *x == *y) ++x, ++y;
+      if (*x == *y) return false;
+    }
+  return true;
 }
-inline constexpr int kOpCount = static_cast<int>(Op::LAMB_APPLY) + 1;
+static_assert(op_names_distinct(), "two ops of BERTPERF_OPS share a name");
 
 // A set of ops.
 struct OpMask {
+  static_assert(kOpCount <= 32, "an OpMask holds 32 ops");
   uint32_t bits = 0;
   constexpr bool has(Op op) const { return (bits >> static_cast<int>(op)) & 1u; }
   constexpr OpMask& add(Op op) {

@@ -1168,6 +1168,48 @@ TEST(NaiveBf16Reference, RoundsWhereTheBackendKeepsBf16AndBoundsTheError) {
   }
 }
 
+// The conformance test of each op: the test of this file whose cases run it (a switch over the op list, so an op
+// added to it without a case here does not compile: -Werror=switch).
+const char* conformance_test_of(ops::Op op) {
+  switch (op) {
+    case ops::Op::LINEAR_FORWARD: return "LinearForward";
+    case ops::Op::LINEAR_BACKWARD: return "LinearBackward";
+    case ops::Op::ACTIVATION_BACKWARD: return "ActivationBackward";
+    case ops::Op::EMBEDDING_FORWARD: case ops::Op::EMBEDDING_BACKWARD: return "EmbeddingForwardAndBackward";
+    case ops::Op::RESIDUAL_LAYERNORM_FORWARD:
+    case ops::Op::RESIDUAL_LAYERNORM_BACKWARD: return "ResidualLayerNormForwardAndBackward";
+    case ops::Op::ATTENTION_FORWARD: case ops::Op::ATTENTION_BACKWARD: return "AttentionForwardAndBackward";
+    case ops::Op::GATHER_FORWARD: case ops::Op::GATHER_BACKWARD: return "GatherForwardAndBackward";
+    case ops::Op::CROSS_ENTROPY_FORWARD:
+    case ops::Op::CROSS_ENTROPY_BACKWARD: return "CrossEntropyForwardAndBackward";
+    case ops::Op::GRADIENT_CLIP: case ops::Op::GRADIENT_CLIP_FINISH:
+    case ops::Op::GRADIENT_ACCUMULATE: return "GradientClipAndAccumulate";
+    case ops::Op::LAMB_MOMENTS: case ops::Op::LAMB_APPLY: return "LambMomentsAndApply";
+  }
+  return "";
+}
+
+// The table names tests that exist: every op's conformance test is a test of the BackendOps suite.
+TEST(BackendOpsCoverage, EveryOpHasItsConformanceTest) {
+  std::vector<std::string> tests;
+  const testing::UnitTest& unit = *testing::UnitTest::GetInstance();
+  for (int s = 0; s < unit.total_test_suite_count(); ++s) {
+    const testing::TestSuite& suite = *unit.GetTestSuite(s);
+    if (std::string(suite.name()) != "Backends/BackendOps") continue;
+    for (int t = 0; t < suite.total_test_count(); ++t) {
+      const std::string name = suite.GetTestInfo(t)->name();  // "LinearForward/cpu"
+      tests.push_back(name.substr(0, name.find('/')));
+    }
+  }
+  ASSERT_FALSE(tests.empty()) << "no Backends/BackendOps tests registered";
+  for (int i = 0; i < ops::kOpCount; ++i) {
+    const auto op = static_cast<ops::Op>(i);
+    const std::string test = conformance_test_of(op);
+    EXPECT_NE(std::find(tests.begin(), tests.end(), test), tests.end())
+        << ops::op_name(op) << ": no test BackendOps." << test;
+  }
+}
+
 // Every backend of the registry but the oracle, whether this build or machine can run it or not (then: skipped),
 // and the CUDA backend once more with its own attention kernel in place of cuDNN's, and with cuDNN's forced (the
 // device check runs that one where the installed cuDNN is older than automatic mode accepts).

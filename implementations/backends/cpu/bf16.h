@@ -11,7 +11,10 @@
 #include <bit>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
+
+#include "backends/dtype.h"
 
 namespace bertperf::cpu {
 
@@ -68,12 +71,29 @@ struct Types<bf16> {
 template <typename T>
 inline constexpr bool is_bf16 = std::is_same_v<T, bf16>;
 
-// n elements converted, for the backend's convert(): from fp32 as to_bf16 (the backend's own stores, subnormals
-// flushed), from fp64 in one rounding to nearest even with bf16's subnormals kept (kmath::bf16_bits, as the CUDA
-// backend converts).
-void convert_to_bf16(bf16* dst, const float* src, size_t n);
-void convert_to_bf16(bf16* dst, const double* src, size_t n);
-void convert_from_bf16(float* dst, const bf16* src, size_t n);
-void convert_from_bf16(double* dst, const bf16* src, size_t n);
+// Calls f(static_cast<T*>(nullptr)) with T the CPU backends' element type of `type`: the one map from DType to a C++
+// type (a type without a case here is a compile error: dtype.h).
+template <typename F>
+void visit_dtype(DType type, F&& f) {
+  switch (type) {
+    case DType::F32: f(static_cast<float*>(nullptr)); return;
+    case DType::F64: f(static_cast<double*>(nullptr)); return;
+    case DType::BF16: f(static_cast<bf16*>(nullptr)); return;
+  }
+}
+
+// n elements converted, for the backend's convert(): to bf16 from fp32 as to_bf16 (the backend's own stores,
+// subnormals flushed), from fp64 in one rounding to nearest even with bf16's subnormals kept (kmath::bf16_bits, as
+// the CUDA backend converts); between fp32 and fp64 as C++ converts.
+void convert_elements(bf16* dst, const float* src, size_t n);
+void convert_elements(bf16* dst, const double* src, size_t n);
+void convert_elements(float* dst, const bf16* src, size_t n);
+void convert_elements(double* dst, const bf16* src, size_t n);
+void convert_elements(float* dst, const double* src, size_t n);
+void convert_elements(double* dst, const float* src, size_t n);
+template <typename T>
+void convert_elements(T* dst, const T* src, size_t n) {
+  std::memcpy(dst, src, n * sizeof(T));
+}
 
 }  // namespace bertperf::cpu

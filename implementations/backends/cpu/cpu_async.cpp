@@ -254,60 +254,13 @@ class CpuAsyncBackend final : public Backend {
   size_t attention_workspace_bytes(int tokens, int sequences, int max_seqlen, int heads) const override {
     return inner_->attention_workspace_bytes(tokens, sequences, max_seqlen, heads);
   }
-  void linear_forward(const ops::LinearForward& p) override {
-    issue([this, p] { inner_->linear_forward(p); });
+  // Every op of the list (ops.h: BERTPERF_OPS), queued as a closure over its parameter struct.
+#define BERTPERF_QUEUE_OP(enumerator, method, Struct)                                          \
+  void method(const ops::Struct& p) override {                                                 \
+    queue(p, [](CpuOpsBackend& inner, const ops::Struct& q, auto... s) { inner.method(q, s...); }); \
   }
-  void linear_backward(const ops::LinearBackward& p) override {
-    issue([this, p] { inner_->linear_backward(p); });
-  }
-  void activation_backward(const ops::ActivationBackward& p) override {
-    issue([this, p] { inner_->activation_backward(p); });
-  }
-  void embedding_forward(const ops::EmbeddingForward& p) override {
-    issue([this, p] { inner_->embedding_forward(p); });
-  }
-  void embedding_backward(const ops::EmbeddingBackward& p) override {
-    issue([this, p] { inner_->embedding_backward(p); });
-  }
-  void residual_layernorm_forward(const ops::ResidualLayerNormForward& p) override {
-    issue([this, p] { inner_->residual_layernorm_forward(p); });
-  }
-  void residual_layernorm_backward(const ops::ResidualLayerNormBackward& p) override {
-    issue([this, p] { inner_->residual_layernorm_backward(p); });
-  }
-  void attention_forward(const ops::AttentionForward& p) override {
-    issue([this, p] { inner_->attention_forward(p); });
-  }
-  void attention_backward(const ops::AttentionBackward& p) override {
-    issue([this, p] { inner_->attention_backward(p); });
-  }
-  void gather_forward(const ops::GatherForward& p) override {
-    issue([this, p] { inner_->gather_forward(p); });
-  }
-  void gather_backward(const ops::GatherBackward& p) override {
-    issue([this, p] { inner_->gather_backward(p); });
-  }
-  void cross_entropy_forward(const ops::CrossEntropyForward& p) override {
-    issue([this, p, s = partials(p)] { inner_->cross_entropy_forward(p, live(s)); });
-  }
-  void cross_entropy_backward(const ops::CrossEntropyBackward& p) override {
-    issue([this, p] { inner_->cross_entropy_backward(p); });
-  }
-  void gradient_clip(const ops::GradientClip& p) override {
-    issue([this, p, s = partials(p)] { inner_->gradient_clip(p, live(s)); });
-  }
-  void gradient_clip_finish(const ops::GradientClipFinish& p) override {
-    issue([this, p] { inner_->gradient_clip_finish(p); });
-  }
-  void gradient_accumulate(const ops::GradientAccumulate& p) override {
-    issue([this, p] { inner_->gradient_accumulate(p); });
-  }
-  void lamb_moments(const ops::LambMoments& p) override {
-    issue([this, p, s = partials(p)] { inner_->lamb_moments(p, live(s)); });
-  }
-  void lamb_apply(const ops::LambApply& p) override {
-    issue([this, p] { inner_->lamb_apply(p); });
-  }
+  BERTPERF_OPS(BERTPERF_QUEUE_OP)
+#undef BERTPERF_QUEUE_OP
 
  private:
   friend class QueueGraph;
@@ -325,6 +278,16 @@ class CpuAsyncBackend final : public Backend {
       recording_->push_back({Task(f), nullptr});
     } else {
       queue_.push(Task(f));
+    }
+  }
+  // Queues op p as run(inner backend, p), with the partial sums (cpu::scratch_doubles) of an op that takes them
+  // resolved now.
+  template <typename P, typename Run>
+  void queue(const P& p, Run run) {
+    if constexpr (requires(const P& q) { cpu::scratch_doubles(q); }) {
+      issue([this, p, run, s = partials(p)] { run(*inner_, p, live(s)); });
+    } else {
+      issue([this, p, run] { run(*inner_, p); });
     }
   }
   template <typename F>

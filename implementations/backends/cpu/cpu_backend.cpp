@@ -124,27 +124,23 @@ class CpuBackend final : public CpuOpsBackend {
   void fill_zero(void* p, size_t bytes) override {
     if (bytes) std::memset(p, 0, bytes);
   }
-  void convert(void* dst, DType dst_type, const void* src, DType src_type, size_t n) override {
-    BERT_CHECK(kBf16 || (dst_type != DType::BF16 && src_type != DType::BF16), "the ", name(), " backend has no bf16 memory");
-    if (dst_type == src_type) {
-      copy(dst, src, n * dtype_size(dst_type));
-    } else if (dst_type == DType::BF16) {
-      if (src_type == DType::F32) {
-        cpu::convert_to_bf16(static_cast<cpu::bf16*>(dst), static_cast<const float*>(src), n);
-      } else {
-        cpu::convert_to_bf16(static_cast<cpu::bf16*>(dst), static_cast<const double*>(src), n);
-      }
-    } else if (src_type == DType::BF16) {
-      if (dst_type == DType::F32) {
-        cpu::convert_from_bf16(static_cast<float*>(dst), static_cast<const cpu::bf16*>(src), n);
-      } else {
-        cpu::convert_from_bf16(static_cast<double*>(dst), static_cast<const cpu::bf16*>(src), n);
-      }
-    } else if (dst_type == DType::F64) {
-      convert_elements(static_cast<double*>(dst), static_cast<const float*>(src), n);
-    } else {
-      convert_elements(static_cast<float*>(dst), static_cast<const double*>(src), n);
+  // The fp32 and fp64 backends' memory holds fp32 and fp64 (their own type, and the other for uploads and
+  // downloads); cpu-bf16's every type.
+  static constexpr bool holds(DType type) {
+    switch (type) {
+      case DType::F32: case DType::F64: return true;
+      case DType::BF16: return kBf16;
     }
+    return false;
+  }
+  void convert(void* dst, DType dst_type, const void* src, DType src_type, size_t n) override {
+    BERT_CHECK(holds(dst_type) && holds(src_type), "the ", name(), " backend has no ",
+               dtype_name(holds(dst_type) ? src_type : dst_type), " memory");
+    cpu::visit_dtype(dst_type, [&]<typename D>(D*) {
+      cpu::visit_dtype(src_type, [&]<typename S>(S*) {
+        cpu::convert_elements(static_cast<D*>(dst), static_cast<const S*>(src), n);
+      });
+    });
   }
   void synchronize() override {}
   GemmProfile* gemm_profile() override { return &cpu::gemm_profile(); }
@@ -196,12 +192,6 @@ class CpuBackend final : public CpuOpsBackend {
   void lamb_apply(const ops::LambApply& p) override { cpu::lamb_apply<T>(p); }
 
  private:
-  template <typename D, typename S>
-  static void convert_elements(D* dst, const S* src, size_t n) {
-#pragma omp parallel for simd schedule(static) if (n > 32768)
-    for (size_t i = 0; i < n; ++i) dst[i] = static_cast<D>(src[i]);
-  }
-
   // The backend's own buffer for an op's partial sums.
   template <typename Op>
   std::span<double> partials(const Op& p) {

@@ -641,23 +641,31 @@ std::string onednn_version() {
 
 // ---- conversions (bf16.h) ----------------------------------------------------------------------------------------
 
-void convert_to_bf16(bf16* dst, const float* src, size_t n) {
+void convert_elements(bf16* dst, const float* src, size_t n) {
 #pragma omp parallel for simd schedule(static) if (n > 32768)
   for (size_t i = 0; i < n; ++i) dst[i] = to_bf16(src[i]);
 }
-void convert_to_bf16(bf16* dst, const double* src, size_t n) {
+void convert_elements(bf16* dst, const double* src, size_t n) {
   // One rounding from the double (through fp32 would round twice), bf16's subnormals kept: kmath::bf16_bits, the
   // CUDA backend's conversion too.
 #pragma omp parallel for schedule(static) if (n > 32768)
   for (size_t i = 0; i < n; ++i) dst[i] = bf16{kmath::bf16_bits(src[i])};
 }
-void convert_from_bf16(float* dst, const bf16* src, size_t n) {
+void convert_elements(float* dst, const bf16* src, size_t n) {
 #pragma omp parallel for simd schedule(static) if (n > 32768)
   for (size_t i = 0; i < n; ++i) dst[i] = to_float(src[i]);
 }
-void convert_from_bf16(double* dst, const bf16* src, size_t n) {
+void convert_elements(double* dst, const bf16* src, size_t n) {
 #pragma omp parallel for simd schedule(static) if (n > 32768)
   for (size_t i = 0; i < n; ++i) dst[i] = to_float(src[i]);
+}
+void convert_elements(float* dst, const double* src, size_t n) {
+#pragma omp parallel for simd schedule(static) if (n > 32768)
+  for (size_t i = 0; i < n; ++i) dst[i] = static_cast<float>(src[i]);
+}
+void convert_elements(double* dst, const float* src, size_t n) {
+#pragma omp parallel for simd schedule(static) if (n > 32768)
+  for (size_t i = 0; i < n; ++i) dst[i] = src[i];
 }
 
 }  // namespace bertperf::cpu
