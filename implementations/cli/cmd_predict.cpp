@@ -80,7 +80,7 @@ ModelConstants model_constants(const Options& opt, double parameters) {
   ModelConstants c;
   c.gradient_bytes = parameters * opt.number("grad-bytes", 2);
   c.overlap_fraction = opt.number("overlap", 0);
-  c.algo = parse_all_reduce_algo(opt.get("algo").value_or("best"), "--algo");
+  c.schedule = parse_all_reduce_schedule(opt.get("algo").value_or("best"), "--algo");
   c.eval_interval = mlperf_eval_interval;
   if (const auto terms = opt.get("without")) {
     for (size_t at = 0; at <= terms->size();) {
@@ -397,7 +397,7 @@ int cmd_config(const Options& opt) {
     shape.nodes = n, shape.per_node = g;
     shape.global_batch = own ? own_gbs : int64_t(local) * n * g;
     shape.intra = intra;
-    shape.network = network.value_or(Network{1, 100, Fabric::kEthernet, false});
+    shape.network = network.value_or(Network{1, 100, Fabric::ETHERNET, false});
     // Another shape keeps one port a device if the system's network has one, else its ports a node.
     if (!own && network && network->ports == gpn && g != gpn) shape.network.ports = g;
     shape.eval_interval = double(own && shape.global_batch == config.global_batch_size() ? config.eval_interval_samples
@@ -458,7 +458,7 @@ int cmd_config(const Options& opt) {
                       {"fixed_step_ms", 1e3 * fit.fixed_step_s * factor}, {"startup_steps", fit.startup_steps},
                       {"eval_samples_per_s", fit.eval_rate * device_scale}, {"rate_source", rate_source}, {"round", round},
                       {"ruleset", ruleset}, {"network", net}, {"network_assumed", !network_note.empty()},
-                      {"algo", algo_name(c.algo)}, {"overlap", c.overlap_fraction},
+                      {"algo", schedule_name(c.schedule)}, {"overlap", c.overlap_fraction},
                       {"gradient_bytes", c.gradient_bytes}, {"rows", rows}}
                      .dump(1)
               << "\n";
@@ -470,7 +470,7 @@ int cmd_config(const Options& opt) {
             << fmt("%.4g", fit.eval_rate * device_scale) << " samples/s, start-up " << fmt("%.1f", fit.startup_steps)
             << " steps (" << rate_source << "; round " << round << ", RCP ruleset " << ruleset << ")\n"
             << cpu_text
-            << "network " << net << "; " << algo_name(c.algo) << " all-reduce of "
+            << "network " << net << "; " << schedule_name(c.schedule) << " all-reduce of "
             << fmt("%.0f", c.gradient_bytes / 1e6) << " MB, overlap " << c.overlap_fraction << "\n\n";
   std::printf("%-8s %7s %7s %6s %11s %9s %9s %11s %11s %7s %9s\n", "shape", "devices", "GBS", "local", "compute ms",
               "comm ms", "step ms", "samples/s", "samples", "evals", "TTT min");

@@ -172,7 +172,7 @@ Prediction predict(const DeviceFit& device, double round_factor, const SystemSha
   p.inputs.local_batch = double(shape.global_batch) / devices;
   p.inputs.gradient_bytes = c.gradient_bytes;
   p.inputs.topology = Topology{shape.nodes, shape.per_node, shape.network.ports, shape.intra, network_link(shape.network)};
-  p.inputs.algo = c.algo;
+  p.inputs.schedule = c.schedule;
   p.inputs.overlap_fraction = c.overlap_fraction;
   p.step = predict_step(p.inputs);
   RunInputs run;
@@ -238,7 +238,7 @@ class Fitter {
       comm_.push_back(t->devices() > 1 ? all_reduce_s(c.gradient_bytes,
                                                        Topology{sh.nodes, sh.per_node, sh.network.ports, sh.intra,
                                                                 network_link(sh.network)},
-                                                       c.algo)
+                                                       c.schedule)
                                        : 0.0);
     }
   }

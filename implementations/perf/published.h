@@ -79,7 +79,7 @@ struct ModelConstants {
   double gradient_bytes = 0;  // bytes all-reduced a step
   double eval_samples = 10000;
   int64_t (*eval_interval)(int64_t) = nullptr;  // the benchmark's eval interval at a global batch
-  AllReduceAlgo algo = AllReduceAlgo::kBest;
+  AllReduceSchedule schedule = AllReduceSchedule::BEST;
   double overlap_fraction = 0;
   // The model's terms, each switchable to show what it brings (bertperf predict --validate --without):
   bool round_factors = true;    // false: one speed a class, whatever the round

@@ -229,7 +229,7 @@ TEST(CommModel, TreeByHand) {
   EXPECT_LT(hierarchical_all_reduce_s(6.7e8, two), tree_all_reduce_s(6.7e8, two));
   const Topology many{512, 8, 8, find_link("nvlink3"), Link{9.6e-6, 25e9}};
   EXPECT_LT(tree_all_reduce_s(6.7e8, many), hierarchical_all_reduce_s(6.7e8, many));
-  EXPECT_DOUBLE_EQ(all_reduce_s(6.7e8, many, AllReduceAlgo::kBest),
+  EXPECT_DOUBLE_EQ(all_reduce_s(6.7e8, many, AllReduceSchedule::BEST),
                    std::min({flat_all_reduce_s(6.7e8, many), hierarchical_all_reduce_s(6.7e8, many),
                              tree_all_reduce_s(6.7e8, many)}));
 }
@@ -249,9 +249,9 @@ TEST(CommModel, LinkTableAndErrors) {
     EXPECT_NE(std::string(e.what()).find("token-ring"), std::string::npos);
     EXPECT_NE(std::string(e.what()).find("nvlink3"), std::string::npos);
   }
-  EXPECT_THROW(parse_all_reduce_algo("sharp", "--algo"), InputError);
-  EXPECT_EQ(parse_all_reduce_algo("tree", "x"), AllReduceAlgo::kTree);
-  EXPECT_EQ(parse_all_reduce_algo("hierarchical", "x"), AllReduceAlgo::kHierarchical);
+  EXPECT_THROW(parse_all_reduce_schedule("sharp", "--algo"), InputError);
+  EXPECT_EQ(parse_all_reduce_schedule("tree", "x"), AllReduceSchedule::TREE);
+  EXPECT_EQ(parse_all_reduce_schedule("hierarchical", "x"), AllReduceSchedule::HIERARCHICAL);
 }
 
 // The host_networking (and host_networking_topology) texts of published MLPerf system descriptions,
@@ -267,38 +267,38 @@ TEST(Network, RealDescriptions) {
   const Case cases[] = {
       // NVIDIA DGX A100: storage and management ports beside the compute ones.
       {"Storage: 2x ConnectX-6 IB HDR 200Gb/sec, Management: 1x ConnectX-6 Ethernet 100Gb/Sec, Compute: 8x "
-       "ConnectX-6 IB HDR 200Gb/Sec", 8, 200, Fabric::kInfiniBand, true},
+       "ConnectX-6 IB HDR 200Gb/Sec", 8, 200, Fabric::INFINIBAND, true},
       // No "Compute" label: the ports are still counted.
-      {"8x ConnectX-7 IB NDR 400Gb/Sec", 8, 400, Fabric::kInfiniBand, true},
-      {"2x ConnectX-6 IB HDR 200Gb/Sec", 2, 200, Fabric::kInfiniBand, true},
+      {"8x ConnectX-7 IB NDR 400Gb/Sec", 8, 400, Fabric::INFINIBAND, true},
+      {"2x ConnectX-6 IB HDR 200Gb/Sec", 2, 200, Fabric::INFINIBAND, true},
       // Azure: the management Ethernet first, unlabelled.
-      {"1x Ethernet 40Gb/Sec, 8x ConnectX-6 IB HDR 200Gb/Sec", 8, 200, Fabric::kInfiniBand, true},
+      {"1x Ethernet 40Gb/Sec, 8x ConnectX-6 IB HDR 200Gb/Sec", 8, 200, Fabric::INFINIBAND, true},
       // HDR100 is 100 Gb/s, spaced as Clemson wrote it.
       {"Management: 1 x 25 Gb / Sec Ethernet, Compute: 1 x ConnectX - 6 IB HDR100 100 Gb / Sec", 1, 100,
-       Fabric::kInfiniBand, true},
-      {"Intel X710 2x10GbE SFP+, Mellanox ConnectX-6 HDR100/100GbE QSFP56", 1, 100, Fabric::kInfiniBand, true},
-      {"1x ConnectX-5 IB EDR 100Gb/Sec", 1, 100, Fabric::kInfiniBand, true},
-      {"2x Cornelis Networks Omni-Path HFI Adapter 100 Series 100Gb/Sec", 2, 100, Fabric::kOmniPath, true},
+       Fabric::INFINIBAND, true},
+      {"Intel X710 2x10GbE SFP+, Mellanox ConnectX-6 HDR100/100GbE QSFP56", 1, 100, Fabric::INFINIBAND, true},
+      {"1x ConnectX-5 IB EDR 100Gb/Sec", 1, 100, Fabric::INFINIBAND, true},
+      {"2x Cornelis Networks Omni-Path HFI Adapter 100 Series 100Gb/Sec", 2, 100, Fabric::OMNI_PATH, true},
       // HPE: the count after a label with spaces, a "+" before the management port.
       {"Compute: 4 x Mellanox Technologies MT28908 Family [ConnectX-6] HDR 200 Gb/Sec +  Management: 1 x Mellanox "
-       "Technologies MT28908 Family [ConnectX-6] 100 GB/s Ethernet", 4, 200, Fabric::kInfiniBand, true},
+       "Technologies MT28908 Family [ConnectX-6] 100 GB/s Ethernet", 4, 200, Fabric::INFINIBAND, true},
       // HPE's topology field, where host_networking only says "Infiniband, Ethernet".
-      {"8x 200Gbe Infiniband, 2x 10GbE Ethernet", 8, 200, Fabric::kInfiniBand, true},
+      {"8x 200Gbe Infiniband, 2x 10GbE Ethernet", 8, 200, Fabric::INFINIBAND, true},
       {"8x HPE Slingshot SA210S Ethernet 200Gb 1-port PCIe NIC, 8x HPE InfiniBand NDR/Ethernet 400Gb 1-port OSFP "
        "PCIe5 x16 MCX75310AAS-NEAT Adapter, 1x HPE InfiniBand HDR/Ethernet 200Gb 2-port QSFP56 PCIe4 x16", 8, 400,
-       Fabric::kInfiniBand, true},
+       Fabric::INFINIBAND, true},
       {"Compute: 8x NVIDIA Quantum-2 400Gb/s InfiniBand, Management: 2x100Gb/s Ethernet NIC", 8, 400,
-       Fabric::kInfiniBand, true},
+       Fabric::INFINIBAND, true},
       // Habana: the count and the rate split by a comma.
-      {"2x Mellanox ConnectX-6, 100Gb/s Ethernet", 2, 100, Fabric::kEthernet, true},
+      {"2x Mellanox ConnectX-6, 100Gb/s Ethernet", 2, 100, Fabric::ETHERNET, true},
       {"Storage: 2x BF3 ConnectX-7 400Gb/s, Compute: 8x BF3 ConnectX-7 400Gb/s, Management: 100Gb/s Ethernet NIC", 8,
-       400, Fabric::kEthernet, true},
-      {"ConnectX-6 25Gb/s Ethernet", 1, 25, Fabric::kEthernet, true},
+       400, Fabric::ETHERNET, true},
+      {"ConnectX-6 25Gb/s Ethernet", 1, 25, Fabric::ETHERNET, true},
       {"Management: iDRAC9, ExpressX5 Compute: Mellanox ConnectX-5 Dual Port 40/ 100GbE QSFP Adapter PCIe", 1, 100,
-       Fabric::kEthernet, true},
+       Fabric::ETHERNET, true},
       // Intel's CPU-only results name an E810 controller (a 100 GbE family) and no rate.
-      {"Intel(R) Ethernet Network Adapter E810-2CQDA2", 1, 100, Fabric::kEthernet, false},
-      {"Intel(R) Corporation Ethernet Controller E810-C for QSFP", 1, 100, Fabric::kEthernet, false},
+      {"Intel(R) Ethernet Network Adapter E810-2CQDA2", 1, 100, Fabric::ETHERNET, false},
+      {"Intel(R) Corporation Ethernet Controller E810-C for QSFP", 1, 100, Fabric::ETHERNET, false},
   };
   for (const auto& c : cases) {
     const auto n = parse_network(c.text);
@@ -532,7 +532,7 @@ PublishedSystem synthetic(const std::string& id, const std::string& round, const
   PublishedSystem s;
   s.id = id, s.round = round, s.device = &device, s.accelerator = device.name;
   s.nodes = nodes, s.per_node = per_node, s.global_batch = gbs, s.runs = 10, s.converged = 10;
-  s.network = Network{per_node, 200, Fabric::kInfiniBand, true};
+  s.network = Network{per_node, 200, Fabric::INFINIBAND, true};
   if (cpu) s.cpu = cpu, s.device_scale = device.scale_of(*cpu);
   if (samples == 0) samples = 2.5e6 + 1e3 * nodes;
   const SystemShape shape = shape_of(s, double(c.eval_interval(gbs)));
@@ -798,7 +798,7 @@ TEST(Published, TheCommittedDataSetLoads) {
     EXPECT_EQ(s.cpu_assumed, s.round == "v2.1") << s.id;
     ASSERT_TRUE(s.network.has_value());
     EXPECT_EQ(s.network->gbps, 100);
-    EXPECT_EQ(s.network->fabric, Fabric::kEthernet);
+    EXPECT_EQ(s.network->fabric, Fabric::ETHERNET);
   }
   EXPECT_EQ(cpu_rows, 6);
 }
