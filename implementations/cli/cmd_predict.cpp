@@ -1,8 +1,10 @@
 // `bertperf predict`: the scaling model (perf/) as a command. For a config and its system description
-// it predicts step time, throughput and time to train on the system's nodes and at other scales, from
-// a model fitted to the published results (benchmarks/bert/mlperf/reference/published_systems.json);
-// with --validate it predicts every published result from a model fitted without it and prints the
-// errors, by node count and device class.
+// it predicts step time, throughput and time to train, each with a 90% interval, on the system's nodes and
+// at other scales, from a model fitted to the published results
+// (benchmarks/bert/mlperf/reference/published_systems.json), a row whose shape those results hold by a model
+// fitted without them; with --validate it predicts every published result from a model fitted without it,
+// held out three ways (published.h), and prints the errors by node count and device class and how many
+// results fall inside their intervals.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
