@@ -551,7 +551,8 @@ Json published_json(const PublishedSystem& s, const RowContext& x) {
 
 // One shape: its step, time to train and 90% interval. Where the published table holds results of the shape
 // (the class, nodes, devices a node and global batch) and the rate is the class's fit, the time is a model's
-// fitted without them, and the full model's (in-sample) time is given beside it.
+// fitted without them, and the full model's (in-sample) time is given beside it; where they are all the class
+// has, the row is in-sample and says so.
 Json predict_row(const RowContext& x, int n, int g) {
   const Target& t = x.t;
   const DeviceSpeed& sp = x.sp;
@@ -583,37 +584,49 @@ Json predict_row(const RowContext& x, int n, int g) {
   for (const PublishedSystem* s : fit_set(x.data.systems))
     if (sp.fitted && s->device == t.device && s->nodes == n && s->per_node == g && s->global_batch == shape.global_batch)
       theirs.push_back(s), ids.push_back(s->id);
-  std::optional<ScalingModel> without;
-  if (!theirs.empty()) without = fit_model(fit_set(x.data.systems, ids), x.c, x.data.rcp);
-  const bool held_out = without && without->devices.count(t.device->name);
-  auto time_of = [&](const ScalingModel& m, const DeviceFit& fit, double factor, bool* clamped) {
-    const double ratio = t.device && !x.samples ? m.sample_ratio(t.device->name, shape.global_batch) : 1.0;
-    const double samples =
-        x.samples ? *x.samples
-                  : ratio * expected_samples_to_converge(rcp_mean_samples(rcp.points, double(shape.global_batch), clamped),
-                                                         shape.eval_interval);
-    return std::tuple{predict(fit, factor, shape, samples, x.c, sp.startup_s), samples, ratio};
-  };
-  bool clamped = false;
-  const auto [in_sample, in_samples, in_ratio] = time_of(x.model, sp.fit, sp.factor, &clamped);
+  // The model the row is predicted with: the one fitted without those results, where the class has others.
+  const ScalingModel* model = &x.model;
   DeviceFit fit = sp.fit;
   double factor = sp.factor;
-  if (held_out) {
-    fit = with_overrides(without->devices.at(t.device->name), x.opt);
-    factor = without->factor_of(sp.round);
+  std::optional<ScalingModel> without;
+  if (!theirs.empty()) {
+    without = fit_model(fit_set(x.data.systems, ids), x.c, x.data.rcp);
+    if (without->devices.count(t.device->name)) {
+      model = &*without;
+      fit = with_overrides(without->devices.at(t.device->name), x.opt);
+      factor = without->factor_of(sp.round);
+    }
   }
-  const auto [p, samples, ratio] = held_out ? time_of(*without, fit, factor, &clamped) : std::tuple{in_sample, in_samples, in_ratio};
+  struct Time {
+    Prediction p;
+    double samples = 0, ratio = 1;
+  };
+  auto time_of = [&](const ScalingModel& m, const DeviceFit& f, double rf, bool* clamped) {
+    Time out;
+    out.ratio = t.device && !x.samples ? m.sample_ratio(t.device->name, shape.global_batch) : 1.0;
+    out.samples = x.samples ? *x.samples
+                            : out.ratio * expected_samples_to_converge(
+                                              rcp_mean_samples(rcp.points, double(shape.global_batch), clamped),
+                                              shape.eval_interval);
+    out.p = predict(f, rf, shape, out.samples, x.c, sp.startup_s);
+    return out;
+  };
+  bool clamped = false;
+  const Time time = time_of(*model, fit, factor, &clamped);
+  const Prediction& p = time.p;
+  const bool held_out = model != &x.model;
+  const Json in_sample = held_out ? Json(time_of(x.model, sp.fit, sp.factor, nullptr).p.minutes()) : Json(nullptr);
   const Interval interval = prediction_interval(x.quoted, node_band(n), t.device ? t.device->name : "(no class)");
   Json row{{"shape", cat(n, "x", g)}, {"devices", n * g}, {"global_batch", shape.global_batch},
            {"local_batch", double(shape.global_batch) / (n * g)}, {"batch_capped", capped}, {"config_system", own},
            {"compute_ms", 1e3 * p.step.compute_s}, {"comm_ms", 1e3 * p.step.comm_s},
            {"exposed_comm_ms", 1e3 * p.step.exposed_comm_s}, {"step_ms", 1e3 * p.step.step_s},
-           {"samples_per_s", p.step.samples_per_s}, {"samples_to_converge", samples}, {"sample_ratio", ratio},
+           {"samples_per_s", p.step.samples_per_s}, {"samples_to_converge", time.samples}, {"sample_ratio", time.ratio},
            {"rcp_clamped", clamped && !x.samples}, {"eval_interval", shape.eval_interval},
            {"startup_s", p.run.startup_s}, {"steps", p.run.steps}, {"evals", p.run.evals},
            {"time_to_train_minutes", p.minutes()}, {"interval", interval_json(interval, p.minutes())},
-           {"held_out", ids}, {"in_sample_minutes", held_out ? Json(in_sample.minutes()) : Json(nullptr)},
-           {"published", Json::array()}};
+           {"held_out", held_out ? Json(ids) : Json::array()}, {"in_sample_minutes", in_sample},
+           {"in_sample_only", !theirs.empty() && !held_out}, {"published", Json::array()}};
   for (const PublishedSystem* s : theirs) row["published"].push_back(published_json(*s, x));
   return row;
 }
@@ -637,6 +650,8 @@ void print_rows(const Json& rows) {
     auto source = std::find_if(interval_sources.begin(), interval_sources.end(), [&](auto& e) { return e.first == from; });
     if (source == interval_sources.end()) source = interval_sources.insert(source, {from, {}});
     source->second.push_back(r["shape"].get<std::string>());
+    if (r["in_sample_only"].get<bool>())
+      std::printf("         in-sample: the published results of this shape are all its class has\n");
     if (!r["in_sample_minutes"].is_null())
       std::printf("         fitted without the published result%s of this shape; with %s (in-sample) %.3f min\n",
                   r["held_out"].size() == 1 ? "" : "s", r["held_out"].size() == 1 ? "it" : "them",
