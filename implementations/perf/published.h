@@ -206,8 +206,9 @@ Holdout parse_holdout(const std::string& name, const std::string& where);
 // A 90% interval of a prediction: the measured time is expected within [low, high] x the predicted one.
 // From the residuals r = log(measured / predicted) of a validation's rows (at the RCP samples): with m their
 // median and w the ceil(0.9 (n + 1))-th smallest |r - m| of n (the largest where n < 9),
-// [exp(m - w), exp(m + w)]: a split-conformal interval, which covers a new result exchangeable with the n at
-// least 90% of the time (n / (n + 1) where n < 9).
+// [exp(m - w), exp(m + w)]: the split-conformal construction, which would cover a new result exchangeable with
+// the n at least 90% of the time (n / (n + 1) where n < 9) if the n residuals came from one model; they are
+// the validation's held-out ones, each from its own fit, so how often it covers is measured (Calibration).
 struct Interval {
   double low = 0, high = 0;  // factors on the predicted time
   int results = 0;           // the residuals it is taken from
