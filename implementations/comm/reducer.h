@@ -34,6 +34,8 @@
 
 namespace bertperf {
 
+// How training groups and issues its gradient reductions (the reducer's policy); not the scaling model's
+// AllReduceSchedule (perf/comm_model.h), the message schedule of one all-reduce it prices.
 enum class ReduceAlgorithm : uint8_t { ALLREDUCE, BUCKETED, HIERARCHICAL };
 const char* reduce_algorithm_name(ReduceAlgorithm algorithm);
 

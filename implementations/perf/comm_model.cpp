@@ -56,20 +56,20 @@ double ring_reduce_scatter_s(double bytes, int p, const Link& link) { return rin
 double ring_all_gather_s(double bytes, int p, const Link& link) { return ring_phase_s(bytes, p, link, 1); }
 double ring_all_reduce_s(double bytes, int p, const Link& link) { return ring_phase_s(bytes, p, link, 2); }
 
-AllReduceAlgo parse_all_reduce_algo(const std::string& name, const std::string& where) {
-  if (name == "ring") return AllReduceAlgo::kRing;
-  if (name == "hierarchical") return AllReduceAlgo::kHierarchical;
-  if (name == "tree") return AllReduceAlgo::kTree;
-  if (name == "best") return AllReduceAlgo::kBest;
+AllReduceSchedule parse_all_reduce_schedule(const std::string& name, const std::string& where) {
+  if (name == "ring") return AllReduceSchedule::RING;
+  if (name == "hierarchical") return AllReduceSchedule::HIERARCHICAL;
+  if (name == "tree") return AllReduceSchedule::TREE;
+  if (name == "best") return AllReduceSchedule::BEST;
   throw_input(where, cat("all-reduce algorithm must be 'ring', 'hierarchical', 'tree' or 'best', got '", name, "'"));
 }
 
-const char* algo_name(AllReduceAlgo algo) {
-  switch (algo) {
-    case AllReduceAlgo::kRing: return "ring";
-    case AllReduceAlgo::kHierarchical: return "hierarchical";
-    case AllReduceAlgo::kTree: return "tree";
-    case AllReduceAlgo::kBest: break;
+const char* schedule_name(AllReduceSchedule schedule) {
+  switch (schedule) {
+    case AllReduceSchedule::RING: return "ring";
+    case AllReduceSchedule::HIERARCHICAL: return "hierarchical";
+    case AllReduceSchedule::TREE: return "tree";
+    case AllReduceSchedule::BEST: break;
   }
   return "best";
 }
@@ -111,12 +111,12 @@ double tree_all_reduce_s(double bytes, const Topology& t) {
   return ring_reduce_scatter_s(bytes, r, t.intra) + across + ring_all_gather_s(bytes, r, t.intra);
 }
 
-double all_reduce_s(double bytes, const Topology& t, AllReduceAlgo algo) {
-  switch (algo) {
-    case AllReduceAlgo::kRing: return flat_all_reduce_s(bytes, t);
-    case AllReduceAlgo::kHierarchical: return hierarchical_all_reduce_s(bytes, t);
-    case AllReduceAlgo::kTree: return tree_all_reduce_s(bytes, t);
-    case AllReduceAlgo::kBest: break;
+double all_reduce_s(double bytes, const Topology& t, AllReduceSchedule schedule) {
+  switch (schedule) {
+    case AllReduceSchedule::RING: return flat_all_reduce_s(bytes, t);
+    case AllReduceSchedule::HIERARCHICAL: return hierarchical_all_reduce_s(bytes, t);
+    case AllReduceSchedule::TREE: return tree_all_reduce_s(bytes, t);
+    case AllReduceSchedule::BEST: break;
   }
   return std::min({flat_all_reduce_s(bytes, t), hierarchical_all_reduce_s(bytes, t), tree_all_reduce_s(bytes, t)});
 }

@@ -9,6 +9,7 @@
 // so a step costs the slowest link's latency plus bytes/p over its bandwidth.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -48,12 +49,16 @@ struct Topology {
   Link inter;
 };
 
-// kBest: the fastest of the three for the buffer and topology (what a library that tunes per call does).
-enum class AllReduceAlgo { kRing, kHierarchical, kTree, kBest };
+// The message schedule of one all-reduce whose time the model computes (NCCL calls these its
+// algorithms); BEST: the fastest of the three for the buffer and topology (what a library that tunes per
+// call does). Not the reducer's ReduceAlgorithm (comm/reducer.h), which is how training groups and issues its
+// reductions (one all-reduce after the backward, buckets as the backward readies them, or the node
+// hierarchy); the model prices one all-reduce of the whole gradient.
+enum class AllReduceSchedule : uint8_t { RING, HIERARCHICAL, TREE, BEST };
 
 // "ring", "hierarchical", "tree" or "best"; anything else is an InputError naming `where`.
-AllReduceAlgo parse_all_reduce_algo(const std::string& name, const std::string& where);
-const char* algo_name(AllReduceAlgo algo);
+AllReduceSchedule parse_all_reduce_schedule(const std::string& name, const std::string& where);
+const char* schedule_name(AllReduceSchedule schedule);
 
 // The bandwidth a rank sees across nodes: the node's ports shared by its ranks.
 double inter_bandwidth_per_rank(const Topology& t);
@@ -75,7 +80,7 @@ double hierarchical_all_reduce_s(double bytes, const Topology& t);
 // so it wins at many nodes and small buffers. Equals the hierarchical one on one node.
 double tree_all_reduce_s(double bytes, const Topology& t);
 
-double all_reduce_s(double bytes, const Topology& t, AllReduceAlgo algo);
+double all_reduce_s(double bytes, const Topology& t, AllReduceSchedule schedule);
 
 // The part of a communication of `comm_s` seconds that the step waits for when it may overlap
 // `overlap_fraction` (0..1) of a backward of `backward_s` seconds: comm_s - min(comm_s, f * backward_s).

@@ -25,6 +25,18 @@ double DeviceClass::scale_of(const CpuNode& node) const {
   return cpu_peak_flops(node, cpu->flops_per_cycle_per_core) / cpu_peak_flops(cpu->reference, cpu->flops_per_cycle_per_core);
 }
 
+std::optional<double> stated_power_w(const std::string& accelerator) {
+  static const std::regex re(R"((^|[^0-9A-Za-z])(\d{2,4})\s?W($|[^0-9A-Za-z]))");
+  std::smatch m;
+  if (!std::regex_search(accelerator, m, re)) return std::nullopt;
+  return std::stod(m[2]);
+}
+
+double DeviceClass::power_scale(const std::string& accelerator) const {
+  const auto stated = stated_power_w(accelerator);
+  return stated && power_w > 0 ? std::cbrt(*stated / power_w) : 1.0;
+}
+
 namespace {
 
 // A positive whole number, or 0 for an empty field.
@@ -120,6 +132,8 @@ DeviceTable DeviceTable::load(const std::string& path) {
     } else {
       d.peak_flops = f.required<double>("peak_flops");
     }
+    if (f.has("power_w") && !((d.power_w = f.required<double>("power_w")) > 0))
+      throw_input(where, "power_w must be > 0 (leave it out where not recorded)");
     d.intra_link = f.required<std::string>("intra_link");
     d.network_guess_text = f.required<std::string>("network_guess");
     d.source = f.required<std::string>("source");

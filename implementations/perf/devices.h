@@ -1,6 +1,6 @@
 // The device classes the scaling model knows, read from a table file
 // (benchmarks/bert/mlperf/reference/devices.json): how an MLPerf accelerator_model_name maps to a class,
-// the class's peak (for --mfu), the link between the devices of one node, and the network a multi-node
+// the class's peak (for --mfu) and board power, the link between the devices of one node, and the network a multi-node
 // system of the class is assumed to have when its description names none. Adding a class (a CPU, a new
 // GPU) is adding an entry to the file; the model fits every class from the published results of it.
 //
@@ -52,9 +52,13 @@ struct DeviceClass {
   std::string network_guess_text;
   std::string source;
   std::optional<CpuSpec> cpu;                    // set for a CPU class, whose device is a node
+  double power_w = 0;                            // the board power its figures are for; 0 when not recorded
 
   // A node's speed relative to the class's reference node (peak over peak); 1 for an accelerator.
   double scale_of(const CpuNode& node) const;
+  // The speed of a device whose accelerator name states a power (stated_power_w) relative to the class's:
+  // (stated / power_w)^(1/3), a clock held to a power limit going as its cube root; 1 where either is unknown.
+  double power_scale(const std::string& accelerator) const;
 };
 
 // The CPU node a system description names: host_processors_per_node, host_processor_core_count (cores
@@ -88,5 +92,8 @@ class DeviceTable {
 
 // "NVIDIA A100 - PCIe - 80 GB" -> "NVIDIAA100PCIE80GB".
 std::string accelerator_key(const std::string& accelerator);
+
+// The power an accelerator name states ("NVIDIA A100-SXM4-80GB (500W)": 500), or nullopt.
+std::optional<double> stated_power_w(const std::string& accelerator);
 
 }  // namespace bertperf::perf

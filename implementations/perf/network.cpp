@@ -55,9 +55,9 @@ Group read_group(const std::string& piece) {
         break;
       }
   }
-  if (std::regex_search(up, ib_re)) g.fabric = Fabric::kInfiniBand;
-  else if (std::regex_search(up, opa_re)) g.fabric = Fabric::kOmniPath;
-  else if (std::regex_search(up, eth_re)) g.fabric = Fabric::kEthernet;
+  if (std::regex_search(up, ib_re)) g.fabric = Fabric::INFINIBAND;
+  else if (std::regex_search(up, opa_re)) g.fabric = Fabric::OMNI_PATH;
+  else if (std::regex_search(up, eth_re)) g.fabric = Fabric::ETHERNET;
   g.rdma_hint = std::regex_search(up, rdma_re);
   return g;
 }
@@ -109,8 +109,8 @@ std::optional<Network> parse_network(const std::string& text) {
     Network n;
     n.ports = std::max(1, g.count);
     n.gbps = g.gbps;
-    n.fabric = g.fabric.value_or(Fabric::kEthernet);
-    n.rdma = n.fabric != Fabric::kEthernet || g.rdma_hint;
+    n.fabric = g.fabric.value_or(Fabric::ETHERNET);
+    n.rdma = n.fabric != Fabric::ETHERNET || g.rdma_hint;
     const double bw = n.ports * n.gbps, best_bw = best ? best->ports * best->gbps : -1;
     if (!best || bw > best_bw || (bw == best_bw && n.rdma && !best->rdma)) best = n;
   }
@@ -123,8 +123,8 @@ Link network_link(const Network& n) {
 }
 
 std::string network_name(const Network& n) {
-  const char* fabric = n.fabric == Fabric::kInfiniBand ? "InfiniBand"
-                       : n.fabric == Fabric::kOmniPath ? "Omni-Path"
+  const char* fabric = n.fabric == Fabric::INFINIBAND ? "InfiniBand"
+                       : n.fabric == Fabric::OMNI_PATH ? "Omni-Path"
                        : n.rdma                        ? "Ethernet (RDMA)"
                                                        : "Ethernet";
   const double rounded = std::round(n.gbps);

@@ -17,6 +17,7 @@
 //   RDMA when the group names RoCE, ConnectX, BlueField (BF3) or Slingshot.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 
@@ -24,12 +25,12 @@
 
 namespace bertperf::perf {
 
-enum class Fabric { kInfiniBand, kOmniPath, kEthernet };
+enum class Fabric : uint8_t { INFINIBAND, OMNI_PATH, ETHERNET };
 
 struct Network {
   int ports = 1;          // per node
   double gbps = 0;        // line rate of one port, Gb/s
-  Fabric fabric = Fabric::kEthernet;
+  Fabric fabric = Fabric::ETHERNET;
   bool rdma = false;      // InfiniBand and Omni-Path always; Ethernet with RoCE
 };
 

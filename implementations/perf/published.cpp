@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <set>
+#include <tuple>
 
 #include "core/errors.h"
 #include "core/json_fields.h"
@@ -29,12 +30,16 @@ std::string string_or_null(JsonFields& f, const std::string& key) {
   return v.get<std::string>();
 }
 
-double median(std::vector<double> v) {
-  BERT_CHECK(!v.empty(), "median of nothing");
+// The q-quantile, linear between order statistics (numpy's default): the median at q = 0.5.
+double quantile(std::vector<double> v, double q) {
+  BERT_CHECK(!v.empty(), "quantile of nothing");
   std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+  const double at = q * double(v.size() - 1);
+  const size_t lo = size_t(at), hi = std::min(lo + 1, v.size() - 1);
+  return v[lo] + (at - double(lo)) * (v[hi] - v[lo]);
 }
+
+double median(std::vector<double> v) { return quantile(std::move(v), 0.5); }
 
 std::vector<int> round_key(const std::string& round) {
   std::vector<int> key;
@@ -111,11 +116,67 @@ std::vector<PublishedSystem> load_published_systems(const std::string& path, con
                              s.host_processor_frequency, s.device->cpu->reference, where, &s.cpu_assumed);
       s.device_scale = s.device->scale_of(*s.cpu);
     }
+    if (s.device && !s.device->cpu) s.device_scale = s.device->power_scale(s.accelerator);
     s.network = parse_network(s.host_networking);
     if (!s.network) s.network = parse_network(s.host_networking_topology);
+    const size_t slash = s.tree.find('/');
+    if (slash != std::string::npos) s.submitter = s.tree.substr(slash + 1, s.tree.find('/', slash + 1) - slash - 1);
+    if (s.submitter.empty()) throw_input(where, cat("tree '", s.tree, "' is not <round>/<submitter>/results/..."));
     out.push_back(std::move(s));
   }
+  assign_families(out);
   return out;
+}
+
+namespace {
+
+// Short names of a submitter that also submits under a longer one.
+const std::map<std::string, std::string> kSubmitterAliases = {
+    {"smc", "supermicro"}, {"qct", "quanta"}, {"gigacomputing", "gigabyte"}};
+
+std::vector<std::string> submitter_words(const std::string& submitter) {
+  std::vector<std::string> words(1);
+  for (char ch : submitter) {
+    if (ch == '-' || ch == '_') words.emplace_back();
+    else words.back() += char(std::tolower(static_cast<unsigned char>(ch)));
+  }
+  std::erase(words, std::string());
+  if (words.empty()) words.push_back(submitter);
+  for (auto& w : words)
+    if (const auto a = kSubmitterAliases.find(w); a != kSubmitterAliases.end()) w = a->second;
+  return words;
+}
+
+}  // namespace
+
+void assign_families(std::vector<PublishedSystem>& systems) {
+  // Words joined by the submitter names that hold them (union-find over words).
+  std::map<std::string, std::string> parent;
+  auto root = [&](std::string w) {
+    while (parent.at(w) != w) w = parent.at(w);
+    return w;
+  };
+  std::map<std::string, std::vector<std::string>> words_of;
+  for (const auto& s : systems) {
+    auto& words = words_of[s.submitter];
+    if (!words.empty()) continue;
+    words = submitter_words(s.submitter);
+    for (const auto& w : words) parent.emplace(w, w);
+    for (const auto& w : words) parent[root(w)] = root(words.front());
+  }
+  // A group's name: the word the most of its submitters' names hold (the first of a tie).
+  std::map<std::string, std::map<std::string, int>> holders;  // root -> word -> names holding it
+  for (const auto& [name, words] : words_of)
+    for (const auto& w : std::set<std::string>(words.begin(), words.end())) ++holders[root(w)][w];
+  std::map<std::string, std::string> group_name;
+  for (const auto& [r, counts] : holders)
+    group_name[r] = std::max_element(counts.begin(), counts.end(), [](const auto& a, const auto& b) {
+                      return a.second < b.second;  // max_element keeps the first of equals: the alphabetical first
+                    })->first;
+  for (auto& s : systems) {
+    const auto& words = words_of.at(s.submitter);
+    s.family = s.device ? cat(group_name.at(root(words.front())), " ", s.device->name) : "";
+  }
 }
 
 SystemShape shape_of(const PublishedSystem& s, double eval_interval, bool* assumed) {
@@ -160,6 +221,12 @@ double ScalingModel::sample_ratio(const std::string& device, int64_t global_batc
   return std::exp(effect_of(batch_log_ratio, global_batch) + effect_of(class_log_ratio, device));
 }
 
+Topology topology_of(const SystemShape& shape, double network_efficiency) {
+  Link port = network_link(shape.network);
+  port.bandwidth_Bps *= network_efficiency;
+  return Topology{shape.nodes, shape.per_node, shape.network.ports, shape.intra, port};
+}
+
 Prediction predict(const DeviceFit& device, double round_factor, const SystemShape& shape, double samples,
                    const ModelConstants& c, std::optional<double> startup_s) {
   BERT_CHECK(device.rate > 0 && device.eval_rate > 0 && round_factor > 0 && shape.device_scale > 0, "device fit rate ",
@@ -171,8 +238,8 @@ Prediction predict(const DeviceFit& device, double round_factor, const SystemSha
   p.inputs.fixed_step_s = device.fixed_step_s * round_factor;
   p.inputs.local_batch = double(shape.global_batch) / devices;
   p.inputs.gradient_bytes = c.gradient_bytes;
-  p.inputs.topology = Topology{shape.nodes, shape.per_node, shape.network.ports, shape.intra, network_link(shape.network)};
-  p.inputs.algo = c.algo;
+  p.inputs.topology = topology_of(shape, device.network_efficiency);
+  p.inputs.schedule = c.schedule;
   p.inputs.overlap_fraction = c.overlap_fraction;
   p.step = predict_step(p.inputs);
   RunInputs run;
@@ -193,13 +260,30 @@ Prediction predict(const DeviceFit& device, double round_factor, const SystemSha
 
 namespace {
 
+
+// What the fit reads from a system's logs: its start-up in steps, and its eval rate beside its training rate
+// (an eval of measurable length, and training time left when start-up and evals are taken out).
+bool measures_startup(const PublishedSystem& t) { return t.startup_s && t.interval_samples_per_s; }
+bool times_evals(const PublishedSystem& t) {
+  return t.eval_s && *t.eval_s > 0.01 &&
+         *t.olympic_minutes * 60 - t.startup_s.value_or(0) - t.evals * *t.eval_s > 0;
+}
+
 struct Observation {
   double cu = 0, ca = 0, y = 0, w0 = 0;  // cu * (1 / rate) + ca * a ~ y, weight w0
 };
 
+// The relative error at which the fit's Huber weights start to fall.
+constexpr double kHuber = 0.05;
+
+// The network efficiencies the fit tries (a geometric grid from line rate down to a quarter of it).
+constexpr double kNetworkEfficiencies[] = {1.0, 0.84, 0.71, 0.59, 0.5, 0.42, 0.35, 0.3, 0.25};
+
+// The prior's a x rate where no class ran at several batches: 10 ms at 300 samples/s.
+constexpr double kDefaultFixedStepSamples = 3.0;
+
 // Huber-weighted least squares of y ~ cu * u + ca * a with a >= 0 (a = 0 unless fit_a), on relative residuals.
 std::pair<double, double> robust_fit(const std::vector<Observation>& obs, bool fit_a) {
-  constexpr double kHuber = 0.05;
   std::vector<double> w;
   for (const auto& o : obs) w.push_back(o.w0);
   double u = 0, a = 0;
@@ -232,39 +316,75 @@ class Fitter {
   Fitter(const std::vector<const PublishedSystem*>& train, const ModelConstants& c, const std::vector<RcpTable>& rcp)
       : train_(train), c_(c), rcp_(rcp) {
     BERT_CHECK(c.eval_interval && c.gradient_bytes > 0, "model constants without an eval interval or gradient");
-    for (const auto* t : train_) {
-      shapes_.push_back(shape_of(*t, double(c.eval_interval(t->global_batch))));
-      const SystemShape& sh = shapes_.back();
-      comm_.push_back(t->devices() > 1 ? all_reduce_s(c.gradient_bytes,
-                                                       Topology{sh.nodes, sh.per_node, sh.network.ports, sh.intra,
-                                                                network_link(sh.network)},
-                                                       c.algo)
-                                       : 0.0);
-    }
+    for (const auto* t : train_) shapes_.push_back(shape_of(*t, double(c.eval_interval(t->global_batch))));
   }
 
+  // The model at the network efficiencies of the grid, from line rate down while the Huber loss (the per-class
+  // fits' own loss) of its predictions of `train` at their logged samples falls; the last that lowered it kept.
   ScalingModel fit() {
-    ScalingModel m;
     if (train_.empty()) throw_input("fit", "no published systems to fit the model to");
+    if (!can_fit(train_))
+      throw_input("fit", "the published systems measure no start-up or no eval time; nothing to fit them to");
+    if (!c_.network_efficiency) return fit_at(1.0);
+    std::optional<ScalingModel> best;
+    double best_loss = 0;
+    for (double eta : kNetworkEfficiencies) {
+      ScalingModel m = fit_at(eta);
+      double loss = 0;
+      for (size_t i = 0; i < train_.size(); ++i) loss += huber(relative_error(m, i));
+      if (best && loss >= best_loss) break;  // down the grid while the loss falls
+      best = std::move(m), best_loss = loss;
+    }
+    return *best;
+  }
+
+ private:
+  static double huber(double r) {
+    const double k = kHuber, x = std::fabs(r);
+    return x <= k ? 0.5 * x * x : k * (x - 0.5 * k);
+  }
+
+  // predicted / measured - 1 of training system i at its logged samples.
+  double relative_error(const ScalingModel& m, size_t i) const {
+    const PublishedSystem& t = *train_[i];
+    const Prediction p = predict(m.devices.at(t.device->name), m.factor_of(t.round), shapes_[i], *t.mean_samples, c_);
+    return p.run.time_to_train_s / (*t.olympic_minutes * 60) - 1;
+  }
+
+  // The 1 / rate of a class's results as they ran (everything in the step): a scale for its prior.
+  double effective_u(const std::vector<size_t>& idx) const {
+    std::vector<double> eff;
+    for (size_t i : idx)
+      eff.push_back(*train_[i]->mean_samples / (*train_[i]->olympic_minutes * 60) / train_[i]->devices() /
+                    train_[i]->device_scale);
+    return 1 / median(eff);
+  }
+
+  ScalingModel fit_at(double network_efficiency) {
+    ScalingModel m;
+    m.network_efficiency = network_efficiency;
+    comm_.clear();
+    for (size_t i = 0; i < train_.size(); ++i)
+      comm_.push_back(train_[i]->devices() > 1
+                          ? all_reduce_s(c_.gradient_bytes, topology_of(shapes_[i], network_efficiency), c_.schedule)
+                          : 0.0);
     // Start-up in steps, and eval rates, from the logs.
     std::vector<double> steps_all, ratio_all;
     std::map<std::string, std::vector<double>> steps_of, eval_of, ratio_of;
     for (const auto* t : train_) {
       const double T = *t->olympic_minutes * 60;
-      if (t->startup_s && t->interval_samples_per_s) {
+      if (measures_startup(*t)) {
         const double n = *t->startup_s / (double(t->global_batch) / *t->interval_samples_per_s);
         steps_all.push_back(n), steps_of[t->device->name].push_back(n);
       }
-      if (t->eval_s && *t->eval_s > 0.01) {
+      if (times_evals(*t)) {
         const double er = c_.eval_samples / (t->devices() * *t->eval_s) / t->device_scale;  // at the reference
         const double train_s = T - t->startup_s.value_or(0) - t->evals * *t->eval_s;
         eval_of[t->device->name].push_back(er);
-        if (train_s > 0) ratio_of[t->device->name].push_back(er / (*t->mean_samples / train_s / t->devices()));
+        ratio_of[t->device->name].push_back(er / (*t->mean_samples / train_s / t->devices()));
       }
     }
     for (const auto& [name, r] : ratio_of) ratio_all.push_back(median(r));  // one vote a class
-    if (steps_all.empty() || ratio_all.empty())
-      throw_input("fit", "the published systems measure no start-up or no eval time; nothing to fit them to");
     m.startup_steps = median(steps_all);
     m.eval_speed_ratio = median(ratio_all);
     std::map<std::string, std::vector<size_t>> members;
@@ -272,6 +392,7 @@ class Fitter {
     for (const auto& [name, idx] : members) {
       DeviceFit& d = m.devices[name];
       d.systems = static_cast<int>(idx.size());
+      d.network_efficiency = network_efficiency;
       for (size_t i : idx)
         if (d.newest_round.empty() || round_key(train_[i]->round) > round_key(d.newest_round)) d.newest_round = train_[i]->round;
       const auto s = steps_of.find(name);
@@ -280,9 +401,9 @@ class Fitter {
       d.eval_from_logs = e != eval_of.end();
       if (d.eval_from_logs) d.eval_rate = median(e->second);
     }
-    // The prior on a: the accelerator classes that ran at more than one batch, fitted freely. A CPU class
-    // (steps of seconds, not milliseconds) is no guide to them: it is fitted freely where it can be, and
-    // pulled to the accelerators' prior only where it cannot.
+    // The prior on a, in samples (a x rate): the accelerator classes that ran at more than one batch, fitted
+    // freely. A CPU class (steps of seconds, not milliseconds) is no guide to them: it is fitted freely where
+    // it can be, and pulled to the accelerators' prior only where it cannot.
     std::vector<double> free_a;
     std::set<std::string> free_cpu;
     for (const auto& [name, idx] : members) {
@@ -293,11 +414,11 @@ class Fitter {
           free_cpu.insert(name);
           continue;
         }
-        const auto [u, a] = fit_device(m, m.devices[name], idx, 0.0);
-        if (u > 0 && a > 0) free_a.push_back(a);
+        const auto [u, a] = fit_device(m, m.devices[name], idx, std::nullopt);
+        if (u > 0 && a > 0) free_a.push_back(a / u);
       }
     }
-    m.fixed_step_prior = free_a.empty() ? 0.01 : median(free_a);
+    m.fixed_step_prior = free_a.empty() ? kDefaultFixedStepSamples : median(free_a);
     // Classes and round factors, alternately.
     for (const auto* t : train_) {
       m.round_factor[t->round] = 1.0;
@@ -307,25 +428,16 @@ class Fitter {
     for (int pass = 0; pass < kPasses; ++pass) {
       for (const auto& [name, idx] : members) {
         DeviceFit& d = m.devices[name];
-        auto [u, a] = fit_device(m, d, idx, free_cpu.count(name) ? 0.0 : m.fixed_step_prior);
-        if (!(u > 0)) {  // no positive rate fits (communication explains everything): the effective rate
-          std::vector<double> eff;
-          for (size_t i : idx)
-            eff.push_back(*train_[i]->mean_samples / (*train_[i]->olympic_minutes * 60) / train_[i]->devices() /
-                          train_[i]->device_scale);
-          u = 1 / median(eff), a = 0;
-        }
+        const std::optional<Observation> prior =
+            free_cpu.count(name) ? std::nullopt : std::optional(fixed_step_prior(m.fixed_step_prior, effective_u(idx)));
+        auto [u, a] = fit_device(m, d, idx, prior);
+        if (!(u > 0)) u = effective_u(idx), a = 0;  // no positive rate fits (communication explains everything)
         d.rate = 1 / u, d.fixed_step_s = a;
         if (!d.eval_from_logs) d.eval_rate = m.eval_speed_ratio * d.rate;
       }
       if (pass + 1 == kPasses) break;
       std::map<std::string, std::vector<double>> ratios;
-      for (size_t i = 0; i < train_.size(); ++i) {
-        const PublishedSystem& t = *train_[i];
-        const DeviceFit& d = m.devices[t.device->name];
-        const double pred = predict(d, m.factor_of(t.round), shapes_[i], *t.mean_samples, c_).run.time_to_train_s;
-        ratios[t.round].push_back(*t.olympic_minutes * 60 / pred);
-      }
+      for (size_t i = 0; i < train_.size(); ++i) ratios[train_[i]->round].push_back(1 / (1 + relative_error(m, i)));
       for (auto& [round, r] : ratios) m.round_factor[round] *= median(r);
       const double newest = m.round_factor[m.newest_round];
       for (auto& [round, f] : m.round_factor) f /= newest;
@@ -334,10 +446,16 @@ class Fitter {
     return m;
   }
 
- private:
-  // Fits (1 / rate, a) of one class; a_prior > 0 adds the pseudo-observation a = a_prior.
+  // The pseudo-observation a = kappa x (1 / rate): a 10% departure of a from kappa x u0 (u0: the class's
+  // effective 1 / rate) costs what a 1% error in one result's time does.
+  static Observation fixed_step_prior(double kappa, double u0) {
+    const double a0 = kappa * u0;
+    return {-kappa, 1, 0, 0.01 / (a0 * a0)};
+  }
+
+  // Fits (1 / rate, a) of one class, with the prior's pseudo-observation where there is one.
   std::pair<double, double> fit_device(const ScalingModel& m, const DeviceFit& d, const std::vector<size_t>& idx,
-                                       double a_prior) {
+                                       const std::optional<Observation>& prior) {
     std::vector<Observation> obs;
     for (size_t i : idx) {
       const PublishedSystem& t = *train_[i];
@@ -367,7 +485,7 @@ class Fitter {
       o.w0 = 1 / (T * T);
       obs.push_back(o);
     }
-    if (a_prior > 0) obs.push_back({0, 1, a_prior, 0.01 / (a_prior * a_prior)});
+    if (prior) obs.push_back(*prior);
     return robust_fit(obs, c_.fixed_step_cost);
   }
 
@@ -411,6 +529,11 @@ std::vector<const PublishedSystem*> fit_set(const std::vector<PublishedSystem>& 
   return out;
 }
 
+bool can_fit(const std::vector<const PublishedSystem*>& train) {
+  return std::any_of(train.begin(), train.end(), [](const auto* t) { return measures_startup(*t); }) &&
+         std::any_of(train.begin(), train.end(), [](const auto* t) { return times_evals(*t); });
+}
+
 ScalingModel fit_model(const std::vector<const PublishedSystem*>& train, const ModelConstants& c,
                        const std::vector<RcpTable>& rcp) {
   return Fitter(train, c, rcp).fit();
@@ -421,8 +544,9 @@ void switch_off(ModelConstants& c, const std::string& term) {
   else if (term == "fixed-step") c.fixed_step_cost = false;
   else if (term == "logged-costs") c.logged_costs = false;
   else if (term == "samples") c.sample_ratios = false;
-  else throw_input("--without", cat("the model's terms are 'round', 'fixed-step', 'logged-costs' and 'samples', got '",
-                                    term, "'"));
+  else if (term == "network-efficiency") c.network_efficiency = false;
+  else throw_input("--without", cat("the model's terms are 'round', 'fixed-step', 'logged-costs', 'samples' and "
+                                    "'network-efficiency', got '", term, "'"));
 }
 
 std::string node_band(int nodes) { return nodes == 1 ? "1" : nodes <= 16 ? "2-16" : "32+"; }
@@ -431,6 +555,36 @@ double rcp_samples(const std::vector<RcpTable>& rcp, const std::string& round, i
                    double eval_interval, bool* clamped) {
   const RcpTable& table = rcp_table_for(rcp, ruleset_of_round(round));
   return expected_samples_to_converge(rcp_mean_samples(table.points, double(global_batch), clamped), eval_interval);
+}
+
+const std::vector<Holdout>& holdouts() {
+  static const std::vector<Holdout> all = {Holdout::ONE, Holdout::FAMILY, Holdout::EARLIER};
+  return all;
+}
+
+const char* holdout_name(Holdout holdout) {
+  switch (holdout) {
+    case Holdout::ONE: return "leave-one-out";
+    case Holdout::FAMILY: return "leave-family-out";
+    case Holdout::EARLIER: break;
+  }
+  return "forward-in-time";
+}
+
+Holdout parse_holdout(const std::string& name, const std::string& where) {
+  for (Holdout h : holdouts())
+    if (name == holdout_name(h)) return h;
+  throw_input(where, cat("the holdouts are 'leave-one-out', 'leave-family-out' and 'forward-in-time', got '", name, "'"));
+}
+
+const char* holdout_meaning(Holdout holdout) {
+  switch (holdout) {
+    case Holdout::ONE: return "the result alone held out";
+    case Holdout::FAMILY:
+      return "its family held out (the same submitter's results of its device class, every round and node count)";
+    case Holdout::EARLIER: break;
+  }
+  return "fitted to earlier rounds only (their logs time evals from v3.1 on, so rounds from v4.0)";
 }
 
 namespace {
@@ -446,68 +600,175 @@ std::vector<Band> bands_of(const std::vector<std::pair<std::string, double>>& er
   for (const auto& name : names) {
     const auto it = by.find(name);
     if (it == by.end()) continue;
-    out.push_back({name, static_cast<int>(it->second.size()), median(it->second),
+    out.push_back({name, static_cast<int>(it->second.size()), median(it->second), quantile(it->second, 0.9),
                    *std::max_element(it->second.begin(), it->second.end())});
   }
   return out;
 }
 
+// The systems a result's model is fitted to, and a key naming that set (results that share it share one fit).
+std::pair<std::vector<const PublishedSystem*>, std::string> train_set(const std::vector<const PublishedSystem*>& usable,
+                                                                      const PublishedSystem& s, Holdout holdout) {
+  std::vector<const PublishedSystem*> train;
+  for (const auto* t : usable) {
+    const bool out = holdout == Holdout::ONE      ? t == &s
+                     : holdout == Holdout::FAMILY ? t->family == s.family
+                                                  : round_key(t->round) >= round_key(s.round);
+    if (!out) train.push_back(t);
+  }
+  return {train, holdout == Holdout::ONE ? s.id : holdout == Holdout::FAMILY ? s.family : s.round};
+}
+
+// Why `s` cannot be predicted from `train`; "" when it can.
+std::string why_not(const PublishedSystem& s, const std::vector<const PublishedSystem*>& train, Holdout holdout) {
+  if (!std::any_of(train.begin(), train.end(), [&](const auto* t) { return t->device == s.device; }))
+    return holdout == Holdout::ONE    ? cat("the only result of device class ", s.device->name)
+           : holdout == Holdout::FAMILY ? cat("no result of device class ", s.device->name, " outside its family (",
+                                              s.family, ")")
+                                        : cat("no result of device class ", s.device->name, " before ", s.round);
+  if (!can_fit(train))
+    return cat("the rounds before ", s.round, " log no eval time (eval_start/eval_stop): no model to fit");
+  return "";
+}
+
 }  // namespace
 
+namespace {
+
+// Why `s` is no result to predict at all; "" when it is one.
+std::string not_a_result(const PublishedSystem& s) {
+  if (!s.same_runs_as.empty()) return cat("the same runs as ", s.same_runs_as);
+  if (!s.olympic_minutes) return "no score: more than one run failed";
+  if (!s.mean_samples) return "the logs give no sample count (no eval epoch_num, no train_samples)";
+  if (!s.device && s.per_node == 0) return cat("no CPU class for host processor '", s.host_processor, "'");
+  if (!s.device) return cat("no device class for '", s.accelerator, "'");
+  if (s.devices() < 1) return "no accelerators";
+  return "";
+}
+
+// `s` predicted by the model `m` fitted without it.
+ValidationRow row_of(const PublishedSystem& s, const ScalingModel& m, const std::vector<RcpTable>& rcp,
+                     const ModelConstants& c) {
+  ValidationRow row;
+  row.system = &s;
+  const double interval = double(c.eval_interval(s.global_batch));
+  row.shape = shape_of(s, interval, &row.network_assumed);
+  row.fit = m.devices.at(s.device->name);
+  row.round_factor = m.factor_of(s.round);
+  row.at_logged = predict(row.fit, row.round_factor, row.shape, *s.mean_samples, c);
+  row.rcp_samples = rcp_samples(rcp, s.round, s.global_batch, interval);
+  row.sample_ratio = m.sample_ratio(s.device->name, s.global_batch);
+  row.expected_samples = row.rcp_samples * row.sample_ratio;
+  row.at_rcp = predict(row.fit, row.round_factor, row.shape, row.expected_samples, c);
+  row.error_logged = row.at_logged.minutes() / *s.olympic_minutes - 1;
+  row.error_rcp = row.at_rcp.minutes() / *s.olympic_minutes - 1;
+  return row;
+}
+
+// `s` held out as `holdout` says, with the fits already made (by train_set's key); nullopt and *why where it
+// cannot be predicted.
+std::optional<ValidationRow> hold_out(const std::vector<PublishedSystem>& systems, const PublishedSystem& s,
+                                      const std::vector<RcpTable>& rcp, const ModelConstants& c, Holdout holdout,
+                                      std::map<std::string, ScalingModel>& fits, std::string* why) {
+  *why = not_a_result(s);
+  if (!why->empty()) return std::nullopt;
+  const auto [train, key] = train_set(fit_set(systems), s, holdout);
+  *why = why_not(s, train, holdout);
+  if (!why->empty()) return std::nullopt;
+  auto fit = fits.find(key);
+  if (fit == fits.end()) fit = fits.emplace(key, fit_model(train, c, rcp)).first;
+  return row_of(s, fit->second, rcp, c);
+}
+
+}  // namespace
+
+std::optional<ValidationRow> hold_out(const std::vector<PublishedSystem>& systems, const PublishedSystem& s,
+                                      const std::vector<RcpTable>& rcp, const ModelConstants& c, Holdout holdout,
+                                      std::string* why) {
+  std::map<std::string, ScalingModel> fits;
+  std::string reason;
+  return hold_out(systems, s, rcp, c, holdout, fits, why ? why : &reason);
+}
+
 Validation validate(const std::vector<PublishedSystem>& systems, const std::vector<RcpTable>& rcp,
-                    const ModelConstants& c) {
+                    const ModelConstants& c, Holdout holdout) {
   Validation v;
-  const auto usable = fit_set(systems);
-  std::map<std::string, int> per_device;
-  for (const auto* s : usable) ++per_device[s->device->name];
+  v.holdout = holdout;
+  std::map<std::string, ScalingModel> fits;  // results that share a training set share its fit
   std::vector<std::pair<std::string, double>> by_band, by_band_logged, by_device, by_device_logged;
   for (const auto& s : systems) {
     std::string why;
-    if (!s.same_runs_as.empty()) why = cat("the same runs as ", s.same_runs_as);
-    else if (!s.olympic_minutes) why = "no score: more than one run failed";
-    else if (!s.mean_samples) why = "the logs give no sample count (no eval epoch_num, no train_samples)";
-    else if (!s.device && s.per_node == 0) why = cat("no CPU class for host processor '", s.host_processor, "'");
-    else if (!s.device) why = cat("no device class for '", s.accelerator, "'");
-    else if (s.devices() < 1) why = "no accelerators";
-    else if (per_device[s.device->name] < 2) why = cat("the only result of device class ", s.device->name);
-    if (!why.empty()) {
+    const auto row = hold_out(systems, s, rcp, c, holdout, fits, &why);
+    if (!row) {
       v.skipped.emplace_back(&s, why);
       continue;
     }
-    std::vector<const PublishedSystem*> train;
-    for (const auto* t : usable)
-      if (t != &s) train.push_back(t);
-    const ScalingModel m = fit_model(train, c, rcp);
-    ValidationRow row;
-    row.system = &s;
-    const double interval = double(c.eval_interval(s.global_batch));
-    row.shape = shape_of(s, interval, &row.network_assumed);
-    row.fit = m.devices.at(s.device->name);
-    row.round_factor = m.factor_of(s.round);
-    row.at_logged = predict(row.fit, row.round_factor, row.shape, *s.mean_samples, c);
-    row.rcp_samples = rcp_samples(rcp, s.round, s.global_batch, interval);
-    row.sample_ratio = m.sample_ratio(s.device->name, s.global_batch);
-    row.expected_samples = row.rcp_samples * row.sample_ratio;
-    row.at_rcp = predict(row.fit, row.round_factor, row.shape, row.expected_samples, c);
-    row.error_logged = row.at_logged.minutes() / *s.olympic_minutes - 1;
-    row.error_rcp = row.at_rcp.minutes() / *s.olympic_minutes - 1;
-    by_band.emplace_back(node_band(s.nodes), row.error_rcp);
-    by_band_logged.emplace_back(node_band(s.nodes), row.error_logged);
-    by_device.emplace_back(s.device->name, row.error_rcp);
-    by_device_logged.emplace_back(s.device->name, row.error_logged);
-    v.rows.push_back(row);
+    by_band.emplace_back(node_band(s.nodes), row->error_rcp);
+    by_band_logged.emplace_back(node_band(s.nodes), row->error_logged);
+    by_device.emplace_back(s.device->name, row->error_rcp);
+    by_device_logged.emplace_back(s.device->name, row->error_logged);
+    v.rows.push_back(*row);
   }
   const std::vector<std::string> order = {"1", "2-16", "32+"};
   v.bands = bands_of(by_band, order);
   v.bands_logged = bands_of(by_band_logged, order);
   v.devices = bands_of(by_device, {});
   std::sort(v.devices.begin(), v.devices.end(), [](const Band& a, const Band& b) {
-    return a.systems != b.systems ? a.systems > b.systems : a.name < b.name;
+    return a.results != b.results ? a.results > b.results : a.name < b.name;
   });
   std::vector<std::string> device_order;
   for (const auto& b : v.devices) device_order.push_back(b.name);
   v.devices_logged = bands_of(by_device_logged, device_order);
+  // Each row's interval from the other families' rows, and how many fall inside theirs.
+  for (auto& row : v.rows) {
+    const PublishedSystem& s = *row.system;
+    row.interval = prediction_interval(v, node_band(s.nodes), s.device->name, s.family);
+    const double measured = *s.olympic_minutes, predicted = row.at_rcp.minutes();
+    row.inside = measured >= predicted * row.interval.low && measured <= predicted * row.interval.high;
+  }
+  for (const auto& b : v.bands) {
+    Calibration cal{b.name};
+    for (const auto& row : v.rows)
+      if (node_band(row.system->nodes) == b.name) ++cal.results, cal.inside += row.inside;
+    v.calibration.push_back(cal);
+  }
   return v;
+}
+
+Interval prediction_interval(const Validation& v, const std::string& band, const std::string& device,
+                             const std::string& except_family) {
+  std::vector<double> of_class, of_band, all;
+  for (const auto& row : v.rows) {
+    if (!except_family.empty() && row.system->family == except_family) continue;
+    const double r = -std::log1p(row.error_rcp);  // log(measured / predicted)
+    all.push_back(r);
+    if (node_band(row.system->nodes) != band) continue;
+    of_band.push_back(r);
+    if (row.system->device->name == device) of_class.push_back(r);
+  }
+  const int n_class = static_cast<int>(of_class.size());
+  const std::string at = cat(band, band == "1" ? " node" : " nodes");
+  Interval out;
+  const std::vector<double>* pool = &all;
+  if (n_class >= kMinIntervalResults) {
+    pool = &of_class, out.of_class = true;
+    out.from = cat(device, "'s ", n_class, " results at ", at);
+  } else if (!of_band.empty()) {
+    pool = &of_band;
+    out.from = cat("every class's ", of_band.size(), " results at ", at, " (", device, " has ", n_class,
+                   ", fewer than ", kMinIntervalResults, ")");
+  } else {
+    out.from = cat("every result, ", all.size(), " (none at ", at, ")");
+  }
+  out.results = static_cast<int>(pool->size());
+  if (out.results == 0) return out;
+  const double m = median(*pool);
+  std::vector<double> spread;
+  for (double r : *pool) spread.push_back(std::fabs(r - m));
+  std::sort(spread.begin(), spread.end());
+  const size_t k = std::min(spread.size(), size_t(std::ceil(0.9 * double(spread.size() + 1))));
+  out.low = std::exp(m - spread[k - 1]), out.high = std::exp(m + spread[k - 1]);
+  return out;
 }
 
 }  // namespace bertperf::perf

@@ -21,7 +21,7 @@ StepPrediction predict_step(const StepInputs& in) {
   StepPrediction p;
   p.devices = in.topology.nodes * in.topology.ranks_per_node;
   p.compute_s = in.local_batch / in.device_samples_per_s + in.fixed_step_s;
-  p.comm_s = p.devices > 1 ? all_reduce_s(in.gradient_bytes, in.topology, in.algo) : 0.0;
+  p.comm_s = p.devices > 1 ? all_reduce_s(in.gradient_bytes, in.topology, in.schedule) : 0.0;
   p.exposed_comm_s = exposed_comm_s(p.comm_s, in.backward_fraction * p.compute_s, in.overlap_fraction);
   p.step_s = p.compute_s + p.exposed_comm_s;
   p.samples_per_s = p.devices * in.local_batch / p.step_s;

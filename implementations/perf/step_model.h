@@ -35,7 +35,7 @@ struct StepInputs {
   double local_batch = 0;           // samples per device per optimizer step
   double gradient_bytes = 0;        // bytes all-reduced per step
   Topology topology;
-  AllReduceAlgo algo = AllReduceAlgo::kRing;
+  AllReduceSchedule schedule = AllReduceSchedule::RING;
   double overlap_fraction = 0;      // 0..1 of the backward that communication may hide behind
   double backward_fraction = 2.0 / 3.0;  // backward share of compute
 };

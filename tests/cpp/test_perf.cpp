@@ -4,13 +4,18 @@
 // MLPerf system descriptions read into ports and rates; the device table; the step and run model
 // against its formula worked by hand; the RCP tables against the RCP checker's own figures; the fit
 // recovering the parameters that generated synthetic results (a planted samples ratio by batch and class,
-// a CPU class's rate across nodes of other peaks); the validation never using the result it predicts (its
-// own time or samples) or a copy of its runs; CPU system descriptions read into sockets, cores and clock.
+// a CPU class's rate across nodes of other peaks, a planted network efficiency, a class at one batch taking
+// the others' fixed cost in samples); the validation never using the result it predicts (its own time or
+// samples), a copy of its runs, its family's results (leave-family-out) or a result of its round or later
+// (forward-in-time); submitters' names joined into families; a stated power read and scaled; the 90%
+// intervals and their calibration against the order statistics written out; CPU system descriptions read
+// into sockets, cores and clock.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <map>
 #include <numeric>
 #include <vector>
 
@@ -229,7 +234,7 @@ TEST(CommModel, TreeByHand) {
   EXPECT_LT(hierarchical_all_reduce_s(6.7e8, two), tree_all_reduce_s(6.7e8, two));
   const Topology many{512, 8, 8, find_link("nvlink3"), Link{9.6e-6, 25e9}};
   EXPECT_LT(tree_all_reduce_s(6.7e8, many), hierarchical_all_reduce_s(6.7e8, many));
-  EXPECT_DOUBLE_EQ(all_reduce_s(6.7e8, many, AllReduceAlgo::kBest),
+  EXPECT_DOUBLE_EQ(all_reduce_s(6.7e8, many, AllReduceSchedule::BEST),
                    std::min({flat_all_reduce_s(6.7e8, many), hierarchical_all_reduce_s(6.7e8, many),
                              tree_all_reduce_s(6.7e8, many)}));
 }
@@ -249,9 +254,9 @@ TEST(CommModel, LinkTableAndErrors) {
     EXPECT_NE(std::string(e.what()).find("token-ring"), std::string::npos);
     EXPECT_NE(std::string(e.what()).find("nvlink3"), std::string::npos);
   }
-  EXPECT_THROW(parse_all_reduce_algo("sharp", "--algo"), InputError);
-  EXPECT_EQ(parse_all_reduce_algo("tree", "x"), AllReduceAlgo::kTree);
-  EXPECT_EQ(parse_all_reduce_algo("hierarchical", "x"), AllReduceAlgo::kHierarchical);
+  EXPECT_THROW(parse_all_reduce_schedule("sharp", "--algo"), InputError);
+  EXPECT_EQ(parse_all_reduce_schedule("tree", "x"), AllReduceSchedule::TREE);
+  EXPECT_EQ(parse_all_reduce_schedule("hierarchical", "x"), AllReduceSchedule::HIERARCHICAL);
 }
 
 // The host_networking (and host_networking_topology) texts of published MLPerf system descriptions,
@@ -267,38 +272,38 @@ TEST(Network, RealDescriptions) {
   const Case cases[] = {
       // NVIDIA DGX A100: storage and management ports beside the compute ones.
       {"Storage: 2x ConnectX-6 IB HDR 200Gb/sec, Management: 1x ConnectX-6 Ethernet 100Gb/Sec, Compute: 8x "
-       "ConnectX-6 IB HDR 200Gb/Sec", 8, 200, Fabric::kInfiniBand, true},
+       "ConnectX-6 IB HDR 200Gb/Sec", 8, 200, Fabric::INFINIBAND, true},
       // No "Compute" label: the ports are still counted.
-      {"8x ConnectX-7 IB NDR 400Gb/Sec", 8, 400, Fabric::kInfiniBand, true},
-      {"2x ConnectX-6 IB HDR 200Gb/Sec", 2, 200, Fabric::kInfiniBand, true},
+      {"8x ConnectX-7 IB NDR 400Gb/Sec", 8, 400, Fabric::INFINIBAND, true},
+      {"2x ConnectX-6 IB HDR 200Gb/Sec", 2, 200, Fabric::INFINIBAND, true},
       // Azure: the management Ethernet first, unlabelled.
-      {"1x Ethernet 40Gb/Sec, 8x ConnectX-6 IB HDR 200Gb/Sec", 8, 200, Fabric::kInfiniBand, true},
+      {"1x Ethernet 40Gb/Sec, 8x ConnectX-6 IB HDR 200Gb/Sec", 8, 200, Fabric::INFINIBAND, true},
       // HDR100 is 100 Gb/s, spaced as Clemson wrote it.
       {"Management: 1 x 25 Gb / Sec Ethernet, Compute: 1 x ConnectX - 6 IB HDR100 100 Gb / Sec", 1, 100,
-       Fabric::kInfiniBand, true},
-      {"Intel X710 2x10GbE SFP+, Mellanox ConnectX-6 HDR100/100GbE QSFP56", 1, 100, Fabric::kInfiniBand, true},
-      {"1x ConnectX-5 IB EDR 100Gb/Sec", 1, 100, Fabric::kInfiniBand, true},
-      {"2x Cornelis Networks Omni-Path HFI Adapter 100 Series 100Gb/Sec", 2, 100, Fabric::kOmniPath, true},
+       Fabric::INFINIBAND, true},
+      {"Intel X710 2x10GbE SFP+, Mellanox ConnectX-6 HDR100/100GbE QSFP56", 1, 100, Fabric::INFINIBAND, true},
+      {"1x ConnectX-5 IB EDR 100Gb/Sec", 1, 100, Fabric::INFINIBAND, true},
+      {"2x Cornelis Networks Omni-Path HFI Adapter 100 Series 100Gb/Sec", 2, 100, Fabric::OMNI_PATH, true},
       // HPE: the count after a label with spaces, a "+" before the management port.
       {"Compute: 4 x Mellanox Technologies MT28908 Family [ConnectX-6] HDR 200 Gb/Sec +  Management: 1 x Mellanox "
-       "Technologies MT28908 Family [ConnectX-6] 100 GB/s Ethernet", 4, 200, Fabric::kInfiniBand, true},
+       "Technologies MT28908 Family [ConnectX-6] 100 GB/s Ethernet", 4, 200, Fabric::INFINIBAND, true},
       // HPE's topology field, where host_networking only says "Infiniband, Ethernet".
-      {"8x 200Gbe Infiniband, 2x 10GbE Ethernet", 8, 200, Fabric::kInfiniBand, true},
+      {"8x 200Gbe Infiniband, 2x 10GbE Ethernet", 8, 200, Fabric::INFINIBAND, true},
       {"8x HPE Slingshot SA210S Ethernet 200Gb 1-port PCIe NIC, 8x HPE InfiniBand NDR/Ethernet 400Gb 1-port OSFP "
        "PCIe5 x16 MCX75310AAS-NEAT Adapter, 1x HPE InfiniBand HDR/Ethernet 200Gb 2-port QSFP56 PCIe4 x16", 8, 400,
-       Fabric::kInfiniBand, true},
+       Fabric::INFINIBAND, true},
       {"Compute: 8x NVIDIA Quantum-2 400Gb/s InfiniBand, Management: 2x100Gb/s Ethernet NIC", 8, 400,
-       Fabric::kInfiniBand, true},
+       Fabric::INFINIBAND, true},
       // Habana: the count and the rate split by a comma.
-      {"2x Mellanox ConnectX-6, 100Gb/s Ethernet", 2, 100, Fabric::kEthernet, true},
+      {"2x Mellanox ConnectX-6, 100Gb/s Ethernet", 2, 100, Fabric::ETHERNET, true},
       {"Storage: 2x BF3 ConnectX-7 400Gb/s, Compute: 8x BF3 ConnectX-7 400Gb/s, Management: 100Gb/s Ethernet NIC", 8,
-       400, Fabric::kEthernet, true},
-      {"ConnectX-6 25Gb/s Ethernet", 1, 25, Fabric::kEthernet, true},
+       400, Fabric::ETHERNET, true},
+      {"ConnectX-6 25Gb/s Ethernet", 1, 25, Fabric::ETHERNET, true},
       {"Management: iDRAC9, ExpressX5 Compute: Mellanox ConnectX-5 Dual Port 40/ 100GbE QSFP Adapter PCIe", 1, 100,
-       Fabric::kEthernet, true},
+       Fabric::ETHERNET, true},
       // Intel's CPU-only results name an E810 controller (a 100 GbE family) and no rate.
-      {"Intel(R) Ethernet Network Adapter E810-2CQDA2", 1, 100, Fabric::kEthernet, false},
-      {"Intel(R) Corporation Ethernet Controller E810-C for QSFP", 1, 100, Fabric::kEthernet, false},
+      {"Intel(R) Ethernet Network Adapter E810-2CQDA2", 1, 100, Fabric::ETHERNET, false},
+      {"Intel(R) Corporation Ethernet Controller E810-C for QSFP", 1, 100, Fabric::ETHERNET, false},
   };
   for (const auto& c : cases) {
     const auto n = parse_network(c.text);
@@ -352,6 +357,18 @@ TEST(Devices, PublishedAcceleratorNames) {
   EXPECT_EQ(devices().match("N/A"), nullptr);
   EXPECT_EQ(devices().match("Intel(R) Xeon(R) Platinum 8480+ @ 2.00GHz"), nullptr);  // a CPU is no accelerator
   EXPECT_EQ(devices().by_name("h100-pcie").intra_link, "pcie5");
+  // A stated power over the class's board power, its cube root; none stated, or none recorded: 1.
+  EXPECT_EQ(stated_power_w("NVIDIA A100-SXM4-80GB (500W)"), 500);
+  EXPECT_EQ(stated_power_w("NVIDIA A100-PCIE-40GB (250 W)"), 250);
+  EXPECT_FALSE(stated_power_w("NVIDIA A100-SXM-80GB CTS").has_value());
+  EXPECT_FALSE(stated_power_w("NVIDIA Blackwell GPU (B200-SXM-180GB)").has_value());
+  EXPECT_FALSE(stated_power_w("NVIDIA GeForce RTX 4090W2").has_value());
+  const DeviceClass& a100 = devices().by_name("a100-sxm-80gb");
+  EXPECT_EQ(a100.power_w, 400);
+  EXPECT_DOUBLE_EQ(a100.power_scale("NVIDIA A100-SXM4-80GB (500W)"), std::cbrt(500.0 / 400.0));
+  EXPECT_DOUBLE_EQ(a100.power_scale("NVIDIA A100-SXM4-80GB (400W)"), 1.0);
+  EXPECT_DOUBLE_EQ(a100.power_scale("NVIDIA A100-SXM4-80GB"), 1.0);
+  EXPECT_DOUBLE_EQ(devices().by_name("l40s").power_scale("NVIDIA L40S (350W)"), 1.0);  // no board power recorded
   EXPECT_EQ(devices().by_name("a100-sxm-80gb").network_guess.gbps, 200);
   EXPECT_THROW(devices().by_name("a100"), InputError);
 }
@@ -367,6 +384,7 @@ TEST(Devices, BadTablesAreOneLine) {
       {R"({"notes": [], "devices": [{"name": "x", "match": [["X1"]], "peak_flops": 1, "intra_link": "pigeon", "network_guess": "InfiniBand HDR 200Gb/s", "source": "s"}]})", "pigeon"},
       {R"({"notes": [], "devices": [{"name": "x", "match": [["X1"]], "peak_flops": 1, "intra_link": "pcie4", "network_guess": "fast", "source": "s"}]})", "network_guess"},
       {R"({"notes": [], "devices": [{"name": "x", "match": [["X1"]], "peak_flops": 1, "intra_link": "pcie4", "network_guess": "InfiniBand HDR 200Gb/s", "source": "s", "colour": 1}]})", "colour"},
+      {R"({"notes": [], "devices": [{"name": "x", "match": [["X1"]], "peak_flops": 1, "power_w": 0, "intra_link": "pcie4", "network_guess": "InfiniBand HDR 200Gb/s", "source": "s"}]})", "power_w"},
       {R"({"notes": [], "devices": [{"name": "c", "match": [["X1"]], "peak_flops": 1, "cpu": {"isa": "amx-bf16", "flops_per_cycle_per_core": 1024, "sockets": 2, "cores_per_socket": 56, "clock_ghz": 2.0, "core_samples_per_s": null, "core_rate_source": "s"}, "intra_link": "shm", "network_guess": "Ethernet 100Gb/s", "source": "s"}]})", "peak"},
       {R"({"notes": [], "devices": [{"name": "c", "match": [["X1"]], "cpu": {"isa": "amx-bf16", "flops_per_cycle_per_core": 0, "sockets": 2, "cores_per_socket": 56, "clock_ghz": 2.0, "core_samples_per_s": null, "core_rate_source": "s"}, "intra_link": "shm", "network_guess": "Ethernet 100Gb/s", "source": "s"}]})", "flops_per_cycle_per_core"},
       {R"({"notes": [], "devices": [{"name": "c", "match": [["X1"]], "cpu": {"isa": "amx-bf16", "flops_per_cycle_per_core": 64, "sockets": 2, "cores_per_socket": 56, "clock_ghz": 2.0, "core_samples_per_s": "quick", "core_rate_source": "s"}, "intra_link": "shm", "network_guess": "Ethernet 100Gb/s", "source": "s"}]})", "core_samples_per_s"},
@@ -524,15 +542,18 @@ DeviceFit fit_of(double rate, double fixed_step_s, double startup_steps, double 
 }
 
 // A published system generated by the model itself from known parameters, its start-up and eval time
-// "measured" as the model has them.
-// `samples` 0: 2.5 M + 1,000 a node. A CPU class's system has `cpu` as its node.
+// "measured" as the model has them; its own family (submitter = id).
+// `samples` 0: 2.5 M + 1,000 a node. A CPU class's system has `cpu` as its node; `network` default: one
+// 200 Gb/s InfiniBand port a device.
 PublishedSystem synthetic(const std::string& id, const std::string& round, const DeviceClass& device, int nodes,
                           int per_node, int64_t gbs, const DeviceFit& truth, double factor, const ModelConstants& c,
-                          double samples = 0, std::optional<CpuNode> cpu = std::nullopt) {
+                          double samples = 0, std::optional<CpuNode> cpu = std::nullopt,
+                          std::optional<Network> network = std::nullopt) {
   PublishedSystem s;
   s.id = id, s.round = round, s.device = &device, s.accelerator = device.name;
+  s.submitter = id, s.family = id + " " + device.name;  // each its own family unless a test says otherwise
   s.nodes = nodes, s.per_node = per_node, s.global_batch = gbs, s.runs = 10, s.converged = 10;
-  s.network = Network{per_node, 200, Fabric::kInfiniBand, true};
+  s.network = network.value_or(Network{per_node, 200, Fabric::INFINIBAND, true});
   if (cpu) s.cpu = cpu, s.device_scale = device.scale_of(*cpu);
   if (samples == 0) samples = 2.5e6 + 1e3 * nodes;
   const SystemShape shape = shape_of(s, double(c.eval_interval(gbs)));
@@ -586,6 +607,8 @@ TEST(Fit, RecoversTheParametersThatMadeTheResults) {
   EXPECT_TRUE(fit.eval_from_logs);
   EXPECT_EQ(fit.systems, 10);
   EXPECT_EQ(fit.newest_round, "v2.1");
+  EXPECT_EQ(m.network_efficiency, 1.0);  // made at line rate: the walk down the grid stops at its top
+  EXPECT_EQ(fit.network_efficiency, 1.0);
   // Every system predicted back.
   for (const auto& s : systems) {
     const Prediction p = predict(fit, m.factor_of(s.round), shape_of(s, double(cadence(s.global_batch))),
@@ -596,9 +619,10 @@ TEST(Fit, RecoversTheParametersThatMadeTheResults) {
 
 TEST(Fit, AClassAtOneBatchTakesTheOthersFixedStepCost) {
   // A class published at one batch only cannot tell its fixed cost from its rate: it is pulled to the
-  // fixed cost of the classes that ran at several (here one, so exactly its).
+  // fixed cost in samples (a x rate) of the classes that ran at several (here one: 0.015 s x 300/s = 4.5
+  // samples), so a class 3.3x faster gets a 3.3x smaller fixed cost.
   const ModelConstants c = constants();
-  const DeviceFit ta = fit_of(300, 0.015, 12, 900), th = fit_of(1000, 0.015, 18, 1000);
+  const DeviceFit ta = fit_of(300, 0.015, 12, 900), th = fit_of(1000, 0.0045, 18, 1000);
   std::vector<PublishedSystem> systems;
   int i = 0;
   for (auto [n, gbs] : std::vector<std::pair<int, int64_t>>{{1, 448}, {1, 256}, {8, 3072}, {128, 4096}})
@@ -606,9 +630,32 @@ TEST(Fit, AClassAtOneBatchTakesTheOthersFixedStepCost) {
   for (int n : {1, 2})
     systems.push_back(synthetic(cat("h", i++), "v2.1", devices().by_name("h100-sxm"), n, 8, 768 * n, th, 1.0, c));
   const ScalingModel m = fit_model(fit_set(systems), c, rcp());
-  EXPECT_NEAR(m.fixed_step_prior, 0.015, 1e-9);
-  EXPECT_NEAR(m.devices.at("h100-sxm").fixed_step_s, 0.015, 1e-9);
-  EXPECT_NEAR(m.devices.at("h100-sxm").rate, 1000, 1e-6);
+  EXPECT_NEAR(m.fixed_step_prior, 4.5, 1e-6);
+  EXPECT_NEAR(m.devices.at("h100-sxm").fixed_step_s, 0.0045, 1e-8);
+  EXPECT_NEAR(m.devices.at("h100-sxm").rate, 1000, 1e-4);
+}
+
+TEST(Fit, RecoversAPlantedNetworkEfficiency) {
+  // Results made with every network port at 59% of its line rate, two classes over 1 to 64 nodes on
+  // 8 x 100 Gb/s: the fit's walk down the grid (1, 0.84, 0.71, 0.59, 0.5, ...) stops at 0.59, and the
+  // classes come back as they were made.
+  ModelConstants c = constants();
+  DeviceFit ta = fit_of(300, 0.015, 12, 900), th = fit_of(1000, 0.0045, 18, 1000);
+  ta.network_efficiency = th.network_efficiency = 0.59;
+  std::vector<PublishedSystem> systems;
+  int i = 0;
+  for (auto [n, gbs] : std::vector<std::pair<int, int64_t>>{{1, 448}, {2, 256}, {4, 1024}, {16, 3072}, {64, 4096}})
+    for (const auto& [cls, truth] : {std::pair{"a100-sxm-80gb", ta}, std::pair{"h100-sxm", th}})
+      systems.push_back(synthetic(cat("s", i++), "v2.1", devices().by_name(cls), n, 8, gbs, truth, 1.0, c, 0,
+                                  std::nullopt, Network{8, 100, Fabric::INFINIBAND, true}));
+  const ScalingModel m = fit_model(fit_set(systems), c, rcp());
+  EXPECT_DOUBLE_EQ(m.network_efficiency, 0.59);
+  EXPECT_NEAR(m.devices.at("a100-sxm-80gb").rate, 300, 300 * 1e-3);
+  EXPECT_NEAR(m.devices.at("h100-sxm").rate, 1000, 1000 * 1e-3);
+  EXPECT_DOUBLE_EQ(m.devices.at("h100-sxm").network_efficiency, 0.59);
+  // Switched off, the network runs at line rate and the classes absorb the slower all-reduce.
+  switch_off(c, "network-efficiency");
+  EXPECT_DOUBLE_EQ(fit_model(fit_set(systems), c, rcp()).network_efficiency, 1.0);
 }
 
 TEST(Validation, NeverUsesTheResultItPredictsNorACopyOfItsRuns) {
@@ -648,9 +695,11 @@ TEST(Validation, NeverUsesTheResultItPredictsNorACopyOfItsRuns) {
   for (const auto& row : after.rows)
     if (row.system->nodes == 1) one.push_back(std::fabs(row.error_rcp));
   ASSERT_EQ(after.bands.front().name, "1");
-  EXPECT_EQ(after.bands.front().systems, 2);
+  EXPECT_EQ(after.bands.front().results, 2);
   EXPECT_DOUBLE_EQ(after.bands.front().median_abs_error, 0.5 * (one[0] + one[1]));
   EXPECT_DOUBLE_EQ(after.bands.front().max_abs_error, std::max(one[0], one[1]));
+  // The 90th percentile, linear between the two: 0.9 of the way from the smaller to the larger.
+  EXPECT_DOUBLE_EQ(after.bands.front().p90_abs_error, std::min(one[0], one[1]) + 0.9 * std::fabs(one[0] - one[1]));
   EXPECT_EQ(node_band(16), "2-16");
   EXPECT_EQ(node_band(17), "32+");
 }
@@ -733,6 +782,190 @@ TEST(Validation, AResultsOwnSamplesNeverMoveItsPrediction) {
   EXPECT_THROW(switch_off(off, "luck"), InputError);
 }
 
+namespace {
+
+// Four families of A100 results and one of H100, in rounds v3.1 to v4.1, each family a node count or two:
+// f0 (3 results), f1 (3), f2 (2), f3 (2) of one class, h (3) of the other.
+std::vector<PublishedSystem> families_of_results(const ModelConstants& c) {
+  const DeviceFit ta = fit_of(300, 0.015, 12, 900), th = fit_of(1000, 0.0045, 18, 1000);
+  const char* rounds[] = {"v3.1", "v4.0", "v4.1"};
+  std::vector<PublishedSystem> systems;
+  int i = 0;
+  for (auto [family, count] : std::vector<std::pair<int, int>>{{0, 3}, {1, 3}, {2, 2}, {3, 2}})
+    for (int k = 0; k < count; ++k) {
+      const int n = 1 << (family + k);
+      systems.push_back(synthetic(cat("a", i++), rounds[k % 3], devices().by_name("a100-sxm-80gb"), n, 8, 448 * n, ta,
+                                  1.0 + 0.03 * family, c));  // each family a little slower than the one before
+      systems.back().family = cat("f", family, " a100-sxm-80gb");
+    }
+  for (int k = 0; k < 3; ++k) {
+    systems.push_back(synthetic(cat("h", k), rounds[k], devices().by_name("h100-sxm"), 1 << k, 8, 768 << k, th, 1.0, c));
+    systems.back().family = "h h100-sxm";
+  }
+  return systems;
+}
+
+std::vector<const PublishedSystem*> without_family(const std::vector<PublishedSystem>& systems, const std::string& f) {
+  std::vector<const PublishedSystem*> out;
+  for (const auto* s : fit_set(systems))
+    if (s->family != f) out.push_back(s);
+  return out;
+}
+
+}  // namespace
+
+TEST(Families, OneOrganisationsNamesAreOneSubmitter) {
+  const DeviceClass& a100 = devices().by_name("a100-sxm-80gb");
+  const DeviceClass& h100 = devices().by_name("h100-sxm");
+  std::vector<PublishedSystem> systems;
+  for (auto [submitter, device] : std::vector<std::pair<const char*, const DeviceClass*>>{
+           {"Azure", &a100}, {"Azure-HazyResearch", &a100}, {"HazyResearch", &a100}, {"NVIDIA", &h100},
+           {"NVIDIA_CoreWeave", &h100}, {"NVIDIA", &a100}, {"smc-ac-power", &h100}, {"Supermicro", &h100},
+           {"SUPERMICRO", &a100}, {"QCT", &h100}, {"Quanta_Cloud_Technology", &h100}, {"Dell", &h100},
+           {"GigaComputing", &h100}, {"GIGABYTE", &h100}, {"Lenovo", nullptr}}) {
+    PublishedSystem s;
+    s.submitter = submitter, s.device = device;
+    systems.push_back(s);
+  }
+  assign_families(systems);
+  const char* want[] = {"azure a100-sxm-80gb",      "azure a100-sxm-80gb",      "azure a100-sxm-80gb",
+                        "nvidia h100-sxm",          "nvidia h100-sxm",          "nvidia a100-sxm-80gb",
+                        "supermicro h100-sxm",      "supermicro h100-sxm",      "supermicro a100-sxm-80gb",
+                        "quanta h100-sxm",          "quanta h100-sxm",          "dell h100-sxm",
+                        "gigabyte h100-sxm",        "gigabyte h100-sxm",        ""};
+  for (size_t i = 0; i < systems.size(); ++i) EXPECT_EQ(systems[i].family, want[i]) << systems[i].submitter;
+}
+
+TEST(Validation, LeaveFamilyOutNeverUsesTheFamily) {
+  const ModelConstants c = constants();
+  std::vector<PublishedSystem> systems = families_of_results(c);
+  const Validation before = validate(systems, rcp(), c, Holdout::FAMILY);
+  ASSERT_EQ(before.rows.size(), 10u);  // the H100 results have no other family: not predicted
+  ASSERT_EQ(before.skipped.size(), 3u);
+  EXPECT_EQ(before.skipped[0].second, "no result of device class h100-sxm outside its family (h h100-sxm)");
+  for (const auto& row : before.rows) {
+    const ScalingModel m = fit_model(without_family(systems, row.system->family), c, rcp());
+    const Prediction p = predict(m.devices.at("a100-sxm-80gb"), m.factor_of(row.system->round), row.shape,
+                                 row.expected_samples, c);
+    EXPECT_DOUBLE_EQ(p.minutes(), row.at_rcp.minutes()) << row.system->id;
+  }
+  // A family member's time moves nothing of its family's predictions, and every other family's.
+  std::vector<PublishedSystem> changed = systems;
+  changed[1].olympic_minutes = *changed[1].olympic_minutes * 1.5;  // f0's second
+  const Validation after = validate(changed, rcp(), c, Holdout::FAMILY);
+  const Validation one = validate(changed, rcp(), c, Holdout::ONE);
+  const Validation one_before = validate(systems, rcp(), c, Holdout::ONE);
+  for (size_t i = 0; i < after.rows.size(); ++i) {
+    const bool same_family = after.rows[i].system->family == "f0 a100-sxm-80gb";
+    if (same_family) EXPECT_DOUBLE_EQ(after.rows[i].at_rcp.minutes(), before.rows[i].at_rcp.minutes()) << i;
+    else EXPECT_NE(after.rows[i].at_rcp.minutes(), before.rows[i].at_rcp.minutes()) << i;
+  }
+  EXPECT_NE(one.rows[0].at_rcp.minutes(), one_before.rows[0].at_rcp.minutes());  // leave-one-out sees its twin
+  EXPECT_STREQ(holdout_name(Holdout::FAMILY), "leave-family-out");
+}
+
+TEST(Validation, ForwardInTimeFitsEarlierRoundsOnly) {
+  const ModelConstants c = constants();
+  std::vector<PublishedSystem> systems = families_of_results(c);
+  const Validation v = validate(systems, rcp(), c, Holdout::EARLIER);
+  std::vector<const PublishedSystem*> earlier;
+  for (const auto& row : v.rows) {
+    EXPECT_NE(row.system->round, "v3.1");
+    earlier.clear();
+    for (const auto* s : fit_set(systems))
+      if (s->round < row.system->round) earlier.push_back(s);
+    const ScalingModel m = fit_model(earlier, c, rcp());
+    const Prediction p = predict(m.devices.at(row.system->device->name), m.factor_of(row.system->round), row.shape,
+                                 row.expected_samples, c);
+    EXPECT_DOUBLE_EQ(p.minutes(), row.at_rcp.minutes()) << row.system->id;
+  }
+  EXPECT_EQ(v.rows.size() + v.skipped.size(), systems.size());
+  for (const auto& [s, why] : v.skipped) {
+    EXPECT_EQ(s->round, "v3.1");
+    EXPECT_EQ(why, cat("no result of device class ", s->device->name, " before v3.1"));
+  }
+  // A later round's time moves no earlier prediction.
+  std::vector<PublishedSystem> changed = systems;
+  for (auto& s : changed)
+    if (s.round == "v4.1") s.olympic_minutes = *s.olympic_minutes * 2;
+  const Validation after = validate(changed, rcp(), c, Holdout::EARLIER);
+  for (size_t i = 0; i < v.rows.size(); ++i)
+    if (v.rows[i].system->round == "v4.0") {
+      EXPECT_DOUBLE_EQ(after.rows[i].at_rcp.minutes(), v.rows[i].at_rcp.minutes());
+    }
+  // Rounds whose logs time no evals give no model to fit.
+  for (auto& s : changed)
+    if (s.round == "v3.1") s.eval_s.reset();
+  const Validation no_evals = validate(changed, rcp(), c, Holdout::EARLIER);
+  const auto it = std::find_if(no_evals.skipped.begin(), no_evals.skipped.end(),
+                               [](const auto& e) { return e.first->round == "v4.0"; });
+  ASSERT_NE(it, no_evals.skipped.end());
+  EXPECT_EQ(it->second, "the rounds before v4.0 log no eval time (eval_start/eval_stop): no model to fit");
+}
+
+TEST(Interval, SplitConformalFromTheOtherFamiliesOfTheBandAndClass) {
+  // Ten results of one class at one node, two of another, three at 2-16 nodes: residuals log(measured /
+  // predicted) of 0.00, 0.01, ..., 0.09 (results 0-9, each its own family but 0 and 1 one family).
+  const DeviceClass& a100 = devices().by_name("a100-sxm-80gb");
+  const DeviceClass& l40 = devices().by_name("l40");
+  std::vector<PublishedSystem> systems(15);
+  Validation v;
+  for (int i = 0; i < 15; ++i) {
+    PublishedSystem& s = systems[i];
+    s.id = cat("r", i), s.device = i < 10 || i >= 12 ? &a100 : &l40, s.nodes = i < 12 ? 1 : 4;
+    s.family = i == 1 ? "r0" : s.id;
+    ValidationRow row;
+    row.system = &s;
+    row.error_rcp = std::exp(-0.01 * (i < 10 ? i : 20 + i)) - 1;  // predicted / measured - 1
+    v.rows.push_back(row);
+  }
+  // The class at the band: 10 residuals, median 0.045, |r - m| = 0.005 (two), 0.015 (two), ..., 0.045 (two);
+  // ceil(0.9 x 11) = 10th smallest: 0.045.
+  Interval all10 = prediction_interval(v, "1", "a100-sxm-80gb");
+  EXPECT_TRUE(all10.of_class);
+  EXPECT_EQ(all10.results, 10);
+  EXPECT_NEAR(all10.low, std::exp(0.0), 1e-12);
+  EXPECT_NEAR(all10.high, std::exp(0.09), 1e-12);
+  // Without family r0 (results 0 and 1): 8 of the class, fewer than 9: the band's 10 (results 2-11).
+  const Interval band = prediction_interval(v, "1", "a100-sxm-80gb", "r0");
+  EXPECT_FALSE(band.of_class);
+  EXPECT_EQ(band.results, 10);
+  EXPECT_NE(band.from.find("fewer than 9"), std::string::npos) << band.from;
+  // Results 2-9 (0.02-0.09) and the l40's (0.30, 0.31): median 0.065, widest |r - m| 0.245, 10th of 10.
+  EXPECT_NEAR(band.low, std::exp(0.065 - 0.245), 1e-12);
+  EXPECT_NEAR(band.high, std::exp(0.065 + 0.245), 1e-12);
+  // A band with no results: every result.
+  EXPECT_EQ(prediction_interval(v, "32+", "a100-sxm-80gb").results, 15);
+}
+
+TEST(Interval, CalibrationCountsTheResultsInsideTheirIntervals) {
+  const ModelConstants c = constants();
+  std::vector<PublishedSystem> systems = families_of_results(c);
+  for (size_t i = 0; i < systems.size(); ++i)  // measured times off the model by -6% .. +7%
+    systems[i].olympic_minutes = *systems[i].olympic_minutes * (1 + 0.01 * ((int(i) * 7) % 13 - 6));
+  for (Holdout h : holdouts()) {
+    const Validation v = validate(systems, rcp(), c, h);
+    ASSERT_EQ(v.calibration.size(), v.bands.size());
+    int counted = 0;
+    for (const auto& cal : v.calibration) {
+      int results = 0, inside = 0;
+      for (const auto& row : v.rows) {
+        if (node_band(row.system->nodes) != cal.band) continue;
+        const Interval want = prediction_interval(v, cal.band, row.system->device->name, row.system->family);
+        EXPECT_DOUBLE_EQ(row.interval.low, want.low);
+        EXPECT_DOUBLE_EQ(row.interval.high, want.high);
+        const double measured = *row.system->olympic_minutes, predicted = row.at_rcp.minutes();
+        EXPECT_EQ(row.inside, measured >= predicted * want.low && measured <= predicted * want.high);
+        ++results, inside += row.inside;
+      }
+      EXPECT_EQ(cal.results, results);
+      EXPECT_EQ(cal.inside, inside);
+      counted += results;
+    }
+    EXPECT_EQ(counted, static_cast<int>(v.rows.size())) << holdout_name(h);
+  }
+}
+
 TEST(Fit, ACpuClassRunsAtItsNodesPeak) {
   // A CPU class's results from nodes of 112 and 56 cores at 2.0 GHz and 112 at 2.5 GHz: one rate for the
   // reference node (2 x 56 cores at 2.0 GHz), each node at its peak's share of it.
@@ -780,6 +1013,23 @@ TEST(Published, TheCommittedDataSetLoads) {
       EXPECT_EQ(s.network->gbps, 200);
     }
     if (s.per_node == 0) ADD_FAILURE() << s.id << ": a CPU-only row without a CPU class";
+    if (s.device) {
+      EXPECT_FALSE(s.family.empty()) << s.id;
+    }
+    const std::map<std::string, std::string> families = {
+        {"v2.1 Baidu 8_node_64_A100_PaddlePaddle", "baidu a100-sxm-80gb"},
+        {"v3.0 NVIDIA_CoreWeave coreweave_hgxh100_n384_ngc23.04_pytorch", "nvidia h100-sxm"},
+        {"v2.1 Azure-HazyResearch ND96amsr_A100_v4_n8_pytorch", "azure a100-sxm-80gb"}};
+    if (const auto f = families.find(s.id); f != families.end()) {
+      EXPECT_EQ(s.family, f->second);
+    }
+    // A stated 500 W against the class's 400 W; a stated 400 W.
+    if (s.id == "v1.1 Lenovo SR670v2_4xA100-SXM4-80GB-500W") {
+      EXPECT_DOUBLE_EQ(s.device_scale, std::cbrt(1.25));
+    }
+    if (s.id == "v1.1 NVIDIA dgxa100_n8_ngc21.09_pytorch") {
+      EXPECT_DOUBLE_EQ(s.device_scale, 1.0);
+    }
   }
   EXPECT_GE(multi_node_described, 60);
   // Intel's CPU-only results: one device a node, a node of 2 x 56 cores at 2.0 GHz (v2.1 names neither
@@ -798,7 +1048,7 @@ TEST(Published, TheCommittedDataSetLoads) {
     EXPECT_EQ(s.cpu_assumed, s.round == "v2.1") << s.id;
     ASSERT_TRUE(s.network.has_value());
     EXPECT_EQ(s.network->gbps, 100);
-    EXPECT_EQ(s.network->fabric, Fabric::kEthernet);
+    EXPECT_EQ(s.network->fabric, Fabric::ETHERNET);
   }
   EXPECT_EQ(cpu_rows, 6);
 }
