@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -729,4 +730,100 @@ TEST(Reader, BalancedBatchesDealEachStepOnce) {
       expect_same_batches(mine, expected, true);
     }
   }
+}
+
+// The batches of every rank over three epochs, for fixed, variable-length and packed files and sequences the
+// reader packs, at 1, 2, 8 and 64 ranks (shard mode, and sample mode where files are fewer than ranks), with and
+// without balanced batches: the same bits as the reader before the length index gave (tests/golden/reader/
+// batches_by_rank.json holds a digest of each case's batches, every rank's in turn, written by this test at that
+// reader with BERTPERF_WRITE_READER_DIGESTS=FILE).
+namespace {
+
+uint64_t fnv1a(uint64_t h, const void* data, size_t bytes) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  for (size_t i = 0; i < bytes; ++i) h = (h ^ p[i]) * 0x100000001b3ull;
+  return h;
+}
+
+uint64_t digest(uint64_t h, const Batch& b) {
+  const int counts[3] = {b.tokens, b.sequences, b.predictions};
+  h = fnv1a(h, counts, sizeof counts);
+  for (const auto* v : {&b.input_ids, &b.segment_ids, &b.position_ids, &b.cu_seqlens, &b.nsp_labels,
+                        &b.mlm_positions, &b.mlm_labels})
+    h = fnv1a(h, v->data(), v->size() * 4);
+  return fnv1a(h, b.mlm_weights.data(), b.mlm_weights.size() * 4);
+}
+
+}  // namespace
+
+TEST(Reader, SameBatchesAtEveryRankCountAsBeforeTheLengthIndex) {
+  TempDir dir("bertperf_ranks");
+  // Five files per layout: sequences of 16 to 32 tokens (synthetic_data.h), packed two or three to a row of 64.
+  std::map<std::string, std::vector<std::string>> files;
+  for (uint32_t f = 0; f < 5; ++f) {
+    const SequenceStore s = synthetic_sequences(240, 32, 64, 5, 300 + f);
+    const std::string name = "part_" + std::to_string(f);
+    files["fixed"].push_back(dir / (name + ".fixed.hdf5"));
+    write_fixed(files["fixed"].back(), s, 32, 5);
+    files["varlength"].push_back(dir / (name + ".varlength.hdf5"));
+    write_varlength(files["varlength"].back(), s);
+    files["packed"].push_back(dir / (name + ".packed.hdf5"));
+    write_packed(files["packed"].back(), s, 64, {3, 12});
+  }
+  const char* write_to = std::getenv("BERTPERF_WRITE_READER_DIGESTS");
+  nlohmann::json want, got = nlohmann::json::object();
+  if (!write_to) {
+    std::ifstream in(kDir + "batches_by_rank.json");
+    want = nlohmann::json::parse(in);
+  }
+  for (const std::string data : {"fixed", "varlength", "packed", "varlength packed by the reader"}) {
+    for (int W : {1, 2, 8, 64}) {
+      for (bool balance : {false, true}) {
+        const std::string name = cat(data, ", ", W, " ranks", balance ? ", balanced" : "");
+        SCOPED_TRACE(name);
+        const auto options = [&](int rank, bool repeat) {
+          ReaderOptions o;
+          o.files = files[data.substr(0, data.find(' '))];
+          o.rank = rank;
+          o.world_size = W;
+          o.seed = 23;
+          o.batch_rows = 2;
+          o.seq_len = data == "fixed" || data == "varlength" ? 32 : 64;
+          o.max_predictions = 5;
+          o.vocab_size = 64;
+          o.pack = data.find("by the reader") != std::string::npos;
+          o.max_sequences_per_row = 3;
+          o.packed_max_predictions = 12;
+          o.balance = balance;
+          o.micro_batches = balance && W < 64 ? 2 : 1;
+          o.pad_predictions = W == 1 || W == 8;
+          o.repeat = repeat;
+          return o;
+        };
+        uint64_t h = 0xcbf29ce484222325ull;
+        int64_t batches = 0;
+        for (int rank = 0; rank < W; ++rank) {
+          int64_t epoch = 0;  // the batches of one epoch, then three epochs' worth
+          {
+            PretrainingReader one_pass(options(rank, false));
+            for (Batch b; one_pass.next(b);) ++epoch;
+          }
+          ASSERT_GT(epoch, 0) << "rank " << rank;
+          PretrainingReader reader(options(rank, true));
+          Batch b;
+          for (int64_t k = 0; k < 3 * epoch; ++k) {
+            ASSERT_TRUE(reader.next(b));
+            h = digest(h, b);
+          }
+          batches += 3 * epoch;
+        }
+        got[name] = {{"batches", batches}, {"digest", cat(std::hex, h)}};
+        if (!write_to) {
+          ASSERT_TRUE(want.contains(name));
+          EXPECT_EQ(got[name], want[name]);
+        }
+      }
+    }
+  }
+  if (write_to) std::ofstream(write_to) << got.dump(1) << "\n";
 }
