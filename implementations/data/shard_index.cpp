@@ -376,6 +376,15 @@ void read_at(int fd, void* dst, size_t n, uint64_t at, const std::string& file) 
 
 }  // namespace
 
+namespace {
+
+// A row whose values are not what the index says: the index is not this shard's, or the shard changed under it.
+std::string disagrees(const std::string& what) {
+  return what + ": the shard and its length index disagree (remove the index to build it again from the shard)";
+}
+
+}  // namespace
+
 void ShardRows::column(size_t c, size_t row, size_t first, size_t count, int32_t* dst) {
   const ShardIndex& x = *index_;
   const ShardIndex::Column& col = x.columns_[c];
@@ -385,8 +394,7 @@ void ShardRows::column(size_t c, size_t row, size_t first, size_t count, int32_t
     if (col.vlen) {
       const auto v = m.file->read_vlen<int32_t>(col.key, static_cast<int64_t>(row), 1);
       if (v.values.size() != first + count && first == 0)
-        fail(cat("'", col.key, "' holds ", v.values.size(), " values, its length index says ", count,
-                 ": the shard changed after its length index was written"));
+        fail(disagrees(cat("'", col.key, "' holds ", v.values.size(), " values, the index ", count)));
       std::copy_n(v.values.begin() + static_cast<std::ptrdiff_t>(first), count, dst);
     } else {
       m.values.resize(static_cast<size_t>(col.width));
@@ -400,18 +408,16 @@ void ShardRows::column(size_t c, size_t row, size_t first, size_t count, int32_t
   if (col.vlen) {
     const int64_t place = m.places[static_cast<size_t>(m.slot[c])];
     if (count == 0) {
-      if (place != 0) fail(cat("'", col.key, "' holds values where its length index says none"));
+      if (place != 0) fail(disagrees(cat("'", col.key, "' holds values, the index none")));
       return;
     }
-    if (place < static_cast<int64_t>(kVlenHeader)) fail(cat("'", col.key, "' has no values where its length index says ", count));
+    if (place < static_cast<int64_t>(kVlenHeader)) fail(disagrees(cat("'", col.key, "' holds none, the index ", count)));
     // The heap object's header ends in its byte size: the row holds what the index says, or the shard changed.
     m.bytes.resize(kVlenHeader + count * eb);
     read_at(m.shard_fd, m.bytes.data(), m.bytes.size(), static_cast<uint64_t>(place) - kVlenHeader, x.shard_);
     uint64_t stored = 0;
     for (int b = 8; b-- > 0;) stored = (stored << 8) | m.bytes[8 + static_cast<size_t>(b)];
-    if (stored != count * eb)
-      fail(cat("'", col.key, "' holds ", stored / eb, " values, its length index says ", count,
-               ": the shard changed after its length index was written"));
+    if (stored != count * eb) fail(disagrees(cat("'", col.key, "' holds ", stored / eb, " values, the index ", count)));
     values = m.bytes.data() + kVlenHeader;
   } else {
     m.bytes.resize(count * eb);
@@ -483,14 +489,12 @@ void ShardRows::read(size_t row, BatchWriter& out) {
       m.values.resize(2);
       column(1, row, static_cast<size_t>(tokens - 1), static_cast<size_t>(mask_values), m.values.data());
       if (m.values[0] != 1 || (mask_values == 2 && m.values[1] != 0))
-        fail(cat("input_mask disagrees with its length index (", tokens,
-                 " tokens): the shard changed after its length index was written"));
+        fail(disagrees(cat("'input_mask' does not end at the index's ", tokens, " tokens")));
       const int position_values = predictions < P ? predictions + 1 : predictions;
       m.values.resize(static_cast<size_t>(position_values));
       column(pos, row, 0, static_cast<size_t>(position_values), m.values.data());
       if (position_values > predictions && m.values[static_cast<size_t>(predictions)] != 0)
-        fail(cat("masked_lm_positions disagrees with its length index (", predictions,
-                 " predictions): the shard changed after its length index was written"));
+        fail(disagrees(cat("'masked_lm_positions' holds more than the index's ", predictions, " predictions")));
       std::copy_n(m.values.begin(), predictions, q.mlm_positions);
     } else {
       column(pos, row, 0, static_cast<size_t>(predictions), q.mlm_positions);
@@ -525,9 +529,8 @@ void ShardRows::read(size_t row, BatchWriter& out) {
     total_predictions += m.mlm_lens[j];
   }
   if (total != tokens || total_predictions != predictions)
-    fail(cat("packed_input_len and packed_masked_lm_len add up to ", total, " tokens and ", total_predictions,
-             " predictions, its length index says ", tokens, " and ", predictions,
-             ": the shard changed after its length index was written"));
+    fail(disagrees(cat("'packed_input_len' and 'packed_masked_lm_len' add up to ", total, " tokens and ",
+                       total_predictions, " predictions, the index ", tokens, " and ", predictions)));
   BatchWriter::Sequence first{};
   for (size_t j = 0; j < k; ++j) {
     const BatchWriter::Sequence q = out.add_sequence(m.lens[j], m.mlm_lens[j]);

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <climits>
 #include <filesystem>
 #include <fstream>
@@ -18,6 +19,7 @@
 #include "core/hdf5.h"
 #include "data/layouts.h"
 #include "data/reader.h"
+#include "data/shard_index.h"
 #include "synthetic_data.h"
 #include "temp_dir.h"
 
@@ -826,4 +828,99 @@ TEST(Reader, SameBatchesAtEveryRankCountAsBeforeTheLengthIndex) {
     }
   }
   if (write_to) std::ofstream(write_to) << got.dump(1) << "\n";
+}
+
+// A shard's length index (data/shard_index.h) must be its shard's: a shard rewritten since its index was written, an
+// index copied from another shard, and an index whose lengths were changed are each one InputError naming the
+// shard, before a batch holds a row the index does not describe; a copy of shard and index (a new modification time,
+// the same bytes) reads as the original.
+TEST(Reader, LengthIndexMustBeItsShards) {
+  TempDir dir("bertperf_index");
+  const SequenceStore a = synthetic_sequences(30, 32, 64, 5, 41), b = synthetic_sequences(30, 32, 64, 5, 42);
+  ReaderOptions o;
+  o.batch_rows = 4;
+  o.seq_len = 64;
+  o.max_predictions = 5;
+  o.vocab_size = 64;
+  o.packed_max_predictions = 12;
+  o.shuffle = o.repeat = o.drop_last = false;
+  const auto batches_of = [&](const std::string& path) {
+    o.files = {path};
+    PretrainingReader reader(o);
+    return all_batches(reader);
+  };
+  const auto expect_refused = [&](const std::string& path, const std::string& what) {
+    o.files = {path};
+    const std::string message = input_error(o);
+    EXPECT_NE(message.find(path), std::string::npos) << message;
+    EXPECT_NE(message.find(what), std::string::npos) << message;
+  };
+  for (const std::string layout : {"fixed", "varlength", "packed"}) {
+    SCOPED_TRACE(layout);
+    const std::string shard = dir / (layout + ".hdf5"), index = ShardIndex::path_of(shard);
+    const auto write = [&](const SequenceStore& s) {
+      if (layout == "fixed") write_fixed(shard, s, 32, 5);
+      if (layout == "varlength") write_varlength(shard, s);
+      if (layout == "packed") write_packed(shard, s, 64, {3, 12});
+    };
+    write(a);
+    ShardIndex::write(shard);
+    const std::vector<Batch> want = batches_of(shard);
+    // A copy of both (new modification times): the same batches.
+    fs::copy_file(shard, dir / "copy.hdf5", fs::copy_options::overwrite_existing);
+    fs::copy_file(index, dir / "copy.hdf5.lengths", fs::copy_options::overwrite_existing);
+    fs::last_write_time(dir / "copy.hdf5", fs::last_write_time(shard) + std::chrono::seconds(5));
+    expect_same_batches(batches_of(dir / "copy.hdf5"), want, true);
+    // The shard rewritten under its index, with other rows.
+    const auto index_bytes = fs::file_size(index);
+    fs::copy_file(index, dir / "saved.lengths", fs::copy_options::overwrite_existing);
+    write(b);
+    fs::copy_file(dir / "saved.lengths", index, fs::copy_options::overwrite_existing);
+    ASSERT_EQ(fs::file_size(index), index_bytes);
+    expect_refused(shard, "changed after its length index");
+    // Another shard's index beside it.
+    write(a);
+    fs::copy_file(dir / "saved.lengths", index, fs::copy_options::overwrite_existing);
+    fs::copy_file(dir / "copy.hdf5.lengths", dir / "other.hdf5.lengths", fs::copy_options::overwrite_existing);
+    write_varlength(dir / "other.hdf5", synthetic_sequences(7, 32, 64, 5, 43));
+    expect_refused(dir / "other.hdf5", "changed after its length index");
+    fs::remove(dir / "other.hdf5.lengths");
+    // An index whose lengths say otherwise, its shard's size and time kept: found when the row is read.
+    ShardIndex::write(shard);
+    {
+      const h5::File in = h5::File::open(index);
+      h5::File out = h5::File::create(dir / "tampered.lengths");
+      for (const std::string& key : in.datasets()) {
+        std::vector<int64_t> values = in.read<int64_t>(key);
+        if (key == "tokens") values[3] -= 1;
+        const h5::DatasetInfo info = in.info(key);
+        if (info.type == h5::ElementType::I8) {
+          out.write(key, std::vector<int8_t>(values.begin(), values.end()), info.shape);
+        } else if (info.type == h5::ElementType::I16) {
+          out.write(key, std::vector<int16_t>(values.begin(), values.end()), info.shape);
+        } else {
+          out.write(key, values, info.shape);
+        }
+      }
+      for (const char* name : {"format", "layout"}) out.set_attr("", name, in.attr_string("", name));
+      for (const char* name : {"shard_bytes", "shard_mtime_ns", "sequences", "direct"})
+        out.set_attr("", name, in.attr_int("", name));
+      out.commit();
+    }
+    fs::rename(dir / "tampered.lengths", index);
+    expect_refused(shard, "row 3: ");
+    expect_refused(shard, "disagree");
+    // Nothing of it trained on: the batches before the bad row's come out, the bad row's does not.
+    o.files = {shard};
+    PretrainingReader reader(o);
+    Batch batch;
+    EXPECT_THROW(
+        {
+          while (reader.next(batch)) {
+          }
+        },
+        InputError);
+    fs::remove(index);
+    expect_same_batches(batches_of(shard), want, true);  // rebuilt from the shard
+  }
 }
