@@ -5,8 +5,8 @@ What it implements
 Makes packed shards at the size of the MLPerf phase-2 shards with `bertperf data` (the corpus of scripts/setup.sh at
 sequence length 512 and 76 predictions, packed up to 3 sequences a row; 4320 shards hold the 156.7M phase-2
 sequences, about 36,300 each, 18,100 packed rows), once, into data/bench_data/. The corpus's documents are short
-(dictionary entries, about 70 tokens); they are joined --join at a time (4: about 280 tokens) so that sequences are
-about as long as Wikipedia's in the MLPerf data (254 tokens on average) and a packed row holds about two. Then times one rank's read path at
+(dictionary entries, about 70 tokens); they are joined --join at a time (8) so that a packed row holds about two
+sequences and 500 tokens, as the MLPerf packed data's rows hold 2.00 sequences and 508 tokens. Then times one rank's read path at
 1, 64 and 512 simulated ranks (balanced global batches of ranks x --batch packed rows, shuffled, into pinned memory)
 and the peer (scripts/bench_data_peer.py, from .venv-ref: h5py into numpy, a DataLoader) at the same batch,
 alternating the two for --rounds rounds and keeping each one's best, and prints a Markdown table: samples per second
@@ -66,10 +66,10 @@ def main():
     ap.add_argument("--batch", type=int, default=28, help="packed rows per rank and step (about 56 sequences)")
     ap.add_argument("--steps", type=int, default=400)
     ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--shards", type=int, default=20, help="shards to make (each about the size of a phase-2 shard)")
-    ap.add_argument("--dupe-factor", type=int, default=7,
-                    help="passes over the corpus: 2 and 20 shards give about 37,700 sequences a shard, a phase-2 shard's size")
-    ap.add_argument("--join", type=int, default=4, help="corpus documents joined into one")
+    ap.add_argument("--shards", type=int, default=24, help="shards to make (each about the size of a phase-2 shard)")
+    ap.add_argument("--dupe-factor", type=int, default=10,
+                    help="passes over the corpus: 10 and 24 shards give about 36,800 sequences a shard")
+    ap.add_argument("--join", type=int, default=8, help="corpus documents joined into one")
     ap.add_argument("--data", default=os.path.join(ROOT, "data/bench_data"))
     ap.add_argument("--bertperf", default=os.path.join(ROOT, "build/bin/bertperf"))
     ap.add_argument("--python-ref", default=os.path.join(ROOT, ".venv-ref/bin/python"))

@@ -12,6 +12,7 @@
 
 #include "cli/args.h"
 #include "backends/registry.h"
+#include "data/packing.h"
 #include "harness/train_config.h"
 #include "harness/train_stack.h"
 #include "model/batch_pipeline.h"
@@ -71,7 +72,8 @@ Packing packed_rows(int B) {
 // random tokens in one packing (packed phase-2 rows, or B full-length sequences of S tokens with P predictions),
 // made once and held in memory, so a step's staging is a copy.
 CachedSource bench_batches(const Packing& rows, bool packed, int B, int S, int P, int V) {
-  const BatchShape shape = packed ? BatchShape{true, {B * 512, B * 3, B * 76, 512}} : BatchShape{false, {B * S, B, B * P, S}};
+  const BatchShape shape = packed ? BatchShape{true, {B * 512, B * kPackedRow.max_sequences, B * 76, 512}}
+                                  : BatchShape{false, {B * S, B, B * P, S}};
   SyntheticSource two(shape, {rows, rows}, V, 1, false);
   return CachedSource(two, true);
 }

@@ -61,6 +61,8 @@ struct BatchView {
 // back with `sizes_from`.
 BatchView view_of(Batch& b, const BatchCapacity& capacity);
 void sizes_from(Batch& b, const BatchView& v);
+// A Batch copied into a view of its capacity.
+void copy_into(const Batch& b, BatchView& v);
 
 // Writes a batch into a view row by row, as every source lays one out (data/reader.h): a row's sequences end to end,
 // each with its position ids, its masked-LM slots (weight 1) and its next-sentence label; with `pad_predictions`,

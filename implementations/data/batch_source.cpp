@@ -83,22 +83,7 @@ CachedSource::CachedSource(BatchShape shape, std::vector<Batch> batches, bool re
 bool CachedSource::next(BatchView& out) {
   if (next_ == batches_.size() && repeat_ && !batches_.empty()) next_ = 0;
   if (next_ == batches_.size()) return false;
-  const Batch& b = batches_[next_++];
-  const BatchCapacity& c = shape_.capacity;
-  BERT_CHECK(out.capacity.tokens == c.tokens && out.capacity.sequences == c.sequences &&
-                 out.capacity.predictions == c.predictions,
-             "a cached batch into a view of another capacity");
-  std::copy(b.input_ids.begin(), b.input_ids.end(), out.input_ids);
-  std::copy(b.segment_ids.begin(), b.segment_ids.end(), out.segment_ids);
-  std::copy(b.position_ids.begin(), b.position_ids.end(), out.position_ids);
-  std::copy(b.cu_seqlens.begin(), b.cu_seqlens.end(), out.cu_seqlens);
-  std::copy(b.nsp_labels.begin(), b.nsp_labels.end(), out.nsp_labels);
-  std::copy(b.mlm_positions.begin(), b.mlm_positions.end(), out.mlm_positions);
-  std::copy(b.mlm_labels.begin(), b.mlm_labels.end(), out.mlm_labels);
-  std::copy(b.mlm_weights.begin(), b.mlm_weights.end(), out.mlm_weights);
-  out.tokens = b.tokens;
-  out.sequences = b.sequences;
-  out.predictions = b.predictions;
+  copy_into(batches_[next_++], out);
   return true;
 }
 

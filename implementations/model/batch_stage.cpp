@@ -1,8 +1,5 @@
-// Staging a host batch into backend memory (batch_stage.h).
+// Staging a batch into backend memory (batch_stage.h).
 #include "model/batch_stage.h"
-
-#include <algorithm>
-#include <cstring>
 
 #include "core/buffer.h"
 #include "core/errors.h"
@@ -88,28 +85,7 @@ BatchView& BatchStage::host() {
 }
 
 const DeviceBatch& BatchStage::stage(const Batch& b, LossWeighting weighting) {
-  const BatchCapacity& c = capacity_;
-  BERT_CHECK(b.capacity.tokens == c.tokens && b.capacity.sequences == c.sequences &&
-                 b.capacity.predictions == c.predictions && b.capacity.max_seqlen == c.max_seqlen,
-             "batch capacity ", b.capacity.tokens, "/", b.capacity.sequences, "/", b.capacity.predictions,
-             " differs from the stage's ", c.tokens, "/", c.sequences, "/", c.predictions);
-  const size_t T = c.tokens, Q = c.sequences, M = c.predictions;
-  BERT_CHECK(b.input_ids.size() == T && b.segment_ids.size() == T && b.position_ids.size() == T &&
-                 b.cu_seqlens.size() == Q + 1 && b.nsp_labels.size() == Q && b.mlm_positions.size() == M &&
-                 b.mlm_labels.size() == M && b.mlm_weights.size() == M,
-             "batch arrays do not have their capacity's sizes");
-  BatchView& v = host();
-  std::copy(b.input_ids.begin(), b.input_ids.end(), v.input_ids);
-  std::copy(b.segment_ids.begin(), b.segment_ids.end(), v.segment_ids);
-  std::copy(b.position_ids.begin(), b.position_ids.end(), v.position_ids);
-  std::copy(b.cu_seqlens.begin(), b.cu_seqlens.end(), v.cu_seqlens);
-  std::copy(b.nsp_labels.begin(), b.nsp_labels.end(), v.nsp_labels);
-  std::copy(b.mlm_positions.begin(), b.mlm_positions.end(), v.mlm_positions);
-  std::copy(b.mlm_labels.begin(), b.mlm_labels.end(), v.mlm_labels);
-  std::copy(b.mlm_weights.begin(), b.mlm_weights.end(), v.mlm_weights);
-  v.tokens = b.tokens;
-  v.sequences = b.sequences;
-  v.predictions = b.predictions;
+  copy_into(b, host());
   return upload(weighting);
 }
 

@@ -194,46 +194,6 @@ void expect_same_batches(const std::vector<Batch>& a, const std::vector<Batch>& 
   }
 }
 
-// The packed layout (data/layouts.h) with `per_row` consecutive sequences of `s` in each row.
-void write_packed(const std::string& path, const SequenceStore& s, size_t per_row) {
-  h5::Vlen<int16_t> ids, lens, pos, lab, mlens;
-  h5::Vlen<int8_t> seg, nsp;
-  for (size_t first = 0; first < s.size(); first += per_row) {
-    std::vector<int16_t> rid, rlen, rpos, rlab, rmlen;
-    std::vector<int8_t> rseg, rnsp;
-    for (size_t i = first; i < std::min(first + per_row, s.size()); ++i) {
-      const int16_t start = static_cast<int16_t>(rid.size());
-      for (size_t j = 0; j < s.length(i); ++j) {
-        rid.push_back(static_cast<int16_t>(s.tokens(i)[j]));
-        rseg.push_back(s.segments(i)[j]);
-      }
-      for (size_t j = 0; j < s.predictions(i); ++j) {
-        rpos.push_back(static_cast<int16_t>(start + s.positions(i)[j]));  // packed positions count from the row
-        rlab.push_back(static_cast<int16_t>(s.labels(i)[j]));
-      }
-      rlen.push_back(static_cast<int16_t>(s.length(i)));
-      rmlen.push_back(static_cast<int16_t>(s.predictions(i)));
-      rnsp.push_back(s.nsp_labels[i]);
-    }
-    ids.append(rid.data(), rid.size());
-    seg.append(rseg.data(), rseg.size());
-    lens.append(rlen.data(), rlen.size());
-    pos.append(rpos.data(), rpos.size());
-    lab.append(rlab.data(), rlab.size());
-    mlens.append(rmlen.data(), rmlen.size());
-    nsp.append(rnsp.data(), rnsp.size());
-  }
-  h5::File f = h5::File::create(path);
-  f.write_vlen("input_ids", ids);
-  f.write_vlen("segment_ids", seg);
-  f.write_vlen("packed_input_len", lens);
-  f.write_vlen("masked_lm_positions", pos);
-  f.write_vlen("masked_lm_ids", lab);
-  f.write_vlen("packed_masked_lm_len", mlens);
-  f.write_vlen("next_sentence_labels", nsp);
-  f.commit();
-}
-
 using bertperf::testing::TempDir;
 using bertperf::testing::synthetic_sequences;
 
@@ -380,7 +340,7 @@ TEST(Reader, EveryLayoutGivesTheSameBatches) {
   const SequenceStore seqs = synthetic_sequences(22, 32, 64, P, 5);
   write_fixed(dir / "same.fixed.hdf5", seqs, S, P);
   write_varlength(dir / "same.varlength.hdf5", seqs);
-  write_packed(dir / "same.packed.hdf5", seqs, 2);
+  write_packed(dir / "same.packed.hdf5", seqs, S, {2, 2 * P});  // consecutive pairs: every pair fits a row
   const auto read = [&](const char* layout, int rows, bool pad, bool eval) {
     ReaderOptions o;
     o.files = {dir / (std::string("same.") + layout + ".hdf5")};
