@@ -113,10 +113,16 @@ struct PretrainingReader::Impl {
     return index;
   }
 
-  // The run's limits against a shard's lengths, before any row is read.
+  // The run's limits against a shard's lengths and largest ids, before any row is read.
   void check_rows(const ShardIndex& x) const {
     const std::string& path = x.shard();
     if (x.layout() == ShardLayout::PACKED && !shape.packed) throw_input(path, "packed shard mixed with unpacked ones");
+    if (opt.vocab_size > 0 && x.largest_token().value >= opt.vocab_size)
+      throw_input(path, cat("row ", x.largest_token().row, ": token id ", x.largest_token().value,
+                            " is outside the vocabulary of ", opt.vocab_size));
+    if (opt.vocab_size > 0 && x.largest_label().value >= opt.vocab_size)
+      throw_input(path, cat("row ", x.largest_label().row, ": masked-LM label ", x.largest_label().value,
+                            " is outside the vocabulary of ", opt.vocab_size));
     for (size_t r = 0; r < x.rows(); ++r) {
       const auto where = [&](const std::string& what) { throw_input(path, cat("row ", r, ": ", what)); };
       if (x.tokens(r) > opt.seq_len)

@@ -138,6 +138,12 @@ std::shared_ptr<ShardIndex> ShardIndex::build(const std::string& shard) {
     if (tokens > 32767 || predictions > 32767 || sequences > 127)
       throw_input(shard, cat("row ", r, ": ", tokens, " tokens, ", predictions, " predictions and ", sequences,
                              " sequences are more than a row may hold"));
+    for (size_t q = data.row_offsets[r]; q < data.row_offsets[r + 1]; ++q) {
+      for (int32_t id : data.sequences.tokens(q))
+        if (id > x.largest_token_.value) x.largest_token_ = {id, static_cast<int64_t>(r)};
+      for (int32_t id : data.sequences.labels(q))
+        if (id > x.largest_label_.value) x.largest_label_ = {id, static_cast<int64_t>(r)};
+    }
     x.tokens_[r] = static_cast<int16_t>(tokens);
     x.predictions_[r] = static_cast<int16_t>(predictions);
     x.row_sequences_[r] = static_cast<int8_t>(sequences);
@@ -201,6 +207,10 @@ void ShardIndex::save(const std::string& index_path) const {
   f.set_attr("", "shard_mtime_ns", shard_mtime_ns_);
   f.set_attr("", "sequences", sequences_);
   f.set_attr("", "direct", int64_t{direct_ ? 1 : 0});
+  f.set_attr("", "largest_token", largest_token_.value);
+  f.set_attr("", "largest_token_row", largest_token_.row);
+  f.set_attr("", "largest_label", largest_label_.value);
+  f.set_attr("", "largest_label_row", largest_label_.row);
   f.commit();
 }
 
@@ -219,6 +229,8 @@ std::shared_ptr<ShardIndex> ShardIndex::read(const std::string& shard, const std
   x.shard_mtime_ns_ = f.attr_int("", "shard_mtime_ns");
   x.sequences_ = f.attr_int("", "sequences");
   x.direct_ = f.attr_int("", "direct") != 0;
+  x.largest_token_ = {f.attr_int("", "largest_token"), f.attr_int("", "largest_token_row")};
+  x.largest_label_ = {f.attr_int("", "largest_label"), f.attr_int("", "largest_label_row")};
   x.tokens_ = f.read<int16_t>("tokens");
   x.predictions_ = f.read<int16_t>("predictions");
   x.row_sequences_ = f.read<int8_t>("sequences");
@@ -276,6 +288,7 @@ std::shared_ptr<ShardIndex> ShardIndex::read(const std::string& shard, const std
 
 bool ShardIndex::same_rows(const ShardIndex& o) const {
   if (layout_ != o.layout_ || tokens_ != o.tokens_ || predictions_ != o.predictions_ ||
+      largest_token_.value != o.largest_token_.value || largest_label_.value != o.largest_label_.value ||
       row_sequences_ != o.row_sequences_ || direct_ != o.direct_ || columns_.size() != o.columns_.size())
     return false;
   for (size_t c = 0; c < columns_.size(); ++c)

@@ -5,8 +5,9 @@
 // (or by `bertperf data --index SHARD...` for shards made elsewhere), else built on the shard's first open and
 // cached there (kept in memory for the run, and said once on stderr, where that folder cannot be written). It
 // holds, per row: real tokens, masked-LM predictions and sequences (a packed row's), and where the row's values of
-// every dataset of the layout lie in the shard (core/hdf5.h ValuePlaces); and the shard's size and modification
-// time when it was written. Building it reads the whole shard once and checks every record as the reader always
+// every dataset of the layout lie in the shard (core/hdf5.h ValuePlaces); the shard's largest token id and label
+// (a run's vocabulary is checked against them at open); and the shard's size and modification time when it was
+// written. Building it reads the whole shard once and checks every record as the reader always
 // has (data/layouts.h), so a bad shard is one InputError before training starts.
 //
 // Opening checks the index is its shard's: a shard whose size changed since is an InputError ("changed after its
@@ -32,6 +33,8 @@ class ShardIndex {
   static std::shared_ptr<const ShardIndex> open(const std::string& shard);
   // Builds the index of `shard` from the shard and writes it beside it, replacing any (what `bertperf data` does).
   static void write(const std::string& shard);
+  // The index built from the shard, written nowhere.
+  static std::shared_ptr<ShardIndex> build(const std::string& shard);
   static std::string path_of(const std::string& shard);  // SHARD.lengths
 
   const std::string& shard() const { return shard_; }
@@ -41,6 +44,13 @@ class ShardIndex {
   int tokens(size_t row) const { return tokens_[row]; }
   int predictions(size_t row) const { return predictions_[row]; }
   int row_sequences(size_t row) const { return row_sequences_[row]; }
+  // The largest token id and masked-LM label in the shard, each with the first row that holds it: a run checks its
+  // vocabulary against them when it opens the shard, before any row is read.
+  struct Largest {
+    int64_t value = -1, row = -1;
+  };
+  Largest largest_token() const { return largest_token_; }
+  Largest largest_label() const { return largest_label_; }
   // Bytes of the index read to open it (its lengths).
   uint64_t bytes() const { return bytes_; }
 
@@ -50,7 +60,6 @@ class ShardIndex {
  private:
   friend class ShardRows;
   ShardIndex();
-  static std::shared_ptr<ShardIndex> build(const std::string& shard);
   static std::shared_ptr<ShardIndex> read(const std::string& shard, const std::string& index_path);
   void save(const std::string& index_path) const;
   bool same_rows(const ShardIndex& other) const;
@@ -62,6 +71,7 @@ class ShardIndex {
   int64_t shard_mtime_ns_ = 0;
   std::vector<int16_t> tokens_, predictions_;
   std::vector<int8_t> row_sequences_;
+  Largest largest_token_, largest_label_;
   std::vector<Column> columns_;
   bool direct_ = false;            // every column lies where plain reads find it
   std::vector<int64_t> places_;    // in memory (a fresh index): rows x vlen columns, row-major

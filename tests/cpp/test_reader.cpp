@@ -863,7 +863,8 @@ TEST(Reader, LengthIndexMustBeItsShards) {
         }
       }
       for (const char* name : {"format", "layout"}) out.set_attr("", name, in.attr_string("", name));
-      for (const char* name : {"shard_bytes", "shard_mtime_ns", "sequences", "direct"})
+      for (const char* name : {"shard_bytes", "shard_mtime_ns", "sequences", "direct", "largest_token",
+                               "largest_token_row", "largest_label", "largest_label_row"})
         out.set_attr("", name, in.attr_int("", name));
       out.commit();
     }
