@@ -12,8 +12,10 @@
 
 #include "cli/args.h"
 #include "backends/registry.h"
+#include "data/packing.h"
 #include "harness/train_config.h"
 #include "harness/train_stack.h"
+#include "model/batch_pipeline.h"
 
 namespace bertperf::cli {
 
@@ -34,14 +36,18 @@ BertConfig bench_shape(const std::string& name) {
 // Training FLOPs of one step: 3x the forward (forward, and the two GEMMs of each backward),
 // counting the GEMM-shaped work: the four attention projections, the FFN, QK^T and PV (within each sequence), the
 // pooler, the MLM transform and decoder at the masked rows, and NSP.
-double step_flops(const BertConfig& c, const Batch& b) {
-  const double H = c.hidden_size, I = c.intermediate_size, V = c.vocab_size, M = b.predictions;
-  double per_layer = 2 * double(b.tokens) * (4 * H * H + 2 * H * I);
-  for (int s = 0; s < b.sequences; ++s) {
-    const double T = b.cu_seqlens[s + 1] - b.cu_seqlens[s];
-    per_layer += 2 * 2 * T * T * H;
-  }
-  const double heads = 2 * M * (H * H + H * V) + 2 * double(b.sequences) * (H * H + 2 * H);
+double step_flops(const BertConfig& c, const Packing& rows) {
+  const double H = c.hidden_size, I = c.intermediate_size, V = c.vocab_size;
+  double tokens = 0, predictions = 0, sequences = 0, attention = 0;
+  for (const auto& row : rows)
+    for (const SequenceShape& q : row) {
+      tokens += q.length;
+      predictions += q.predictions;
+      sequences += 1;
+      attention += 2 * 2 * double(q.length) * q.length * H;
+    }
+  const double per_layer = 2 * tokens * (4 * H * H + 2 * H * I) + attention;
+  const double heads = 2 * predictions * (H * H + H * V) + 2 * sequences * (H * H + 2 * H);
   return 3 * (c.num_hidden_layers * per_layer + heads);
 }
 
@@ -53,18 +59,23 @@ const std::vector<std::vector<int>> kPhase2Rows = {{508}, {300, 208}, {380, 128}
 
 int phase2_predictions(int length) { return std::min(76, int(0.15 * length + 0.5)); }
 
-Batch packed_batch(int B, int V, uint32_t seed) {
-  std::vector<std::vector<SequenceShape>> rows;
+Packing packed_rows(int B) {
+  Packing rows;
   for (int r = 0; r < B; ++r) {
     rows.emplace_back();
     for (int len : kPhase2Rows[r % kPhase2Rows.size()]) rows.back().push_back({len, phase2_predictions(len)});
   }
-  return random_batch({B * 512, B * 3, B * 76, 512}, rows, V, seed);
+  return rows;
 }
 
-// A batch of B full-length sequences of S tokens with P masked-LM predictions each.
-Batch full_batch(int B, int S, int P, int V, uint32_t seed) {
-  return random_batch({B * S, B, B * P, S}, std::vector<std::vector<SequenceShape>>(B, {{S, P}}), V, seed);
+// The batches a step is timed on: two in turn (the next staged while a step runs, as a training run does), of
+// random tokens in one packing (packed phase-2 rows, or B full-length sequences of S tokens with P predictions),
+// made once and held in memory, so a step's staging is a copy.
+CachedSource bench_batches(const Packing& rows, bool packed, int B, int S, int P, int V) {
+  const BatchShape shape = packed ? BatchShape{true, {B * 512, B * kPackedRow.max_sequences, B * 76, 512}}
+                                  : BatchShape{false, {B * S, B, B * P, S}};
+  SyntheticSource two(shape, {rows, rows}, V, 1, false);
+  return CachedSource(two, true);
 }
 
 }  // namespace
@@ -140,11 +151,9 @@ int cmd_bench_step(const Args& args, DistContext& dist) {
   const BackendSpec backend_options = parse_backend_spec(block, "command line: backend");
   if (packed && (S != 512 || config.max_position_embeddings < 512))
     throw_input("command line", "--packed takes MLPerf phase-2 rows of 512 tokens: give --seq-len 512 (or none)");
-  // Two batches in turn, the next staged while a step runs (as a training run does).
-  const Batch batches[2] = {packed ? packed_batch(B, config.vocab_size, 1) : full_batch(B, S, P, config.vocab_size, 1),
-                            packed ? packed_batch(B, config.vocab_size, 2) : full_batch(B, S, P, config.vocab_size, 2)};
-  const Batch& batch = batches[0];
-  if (packed) P = batch.capacity.predictions / B;
+  const Packing rows = packed ? packed_rows(B) : Packing(B, {{S, P}});
+  CachedSource source = bench_batches(rows, packed, B, S, P, config.vocab_size);
+  if (packed) P = source.shape().capacity.predictions / B;
   TrainStackSpec spec;
   spec.model = config;
   spec.backend = backend_options;
@@ -153,23 +162,28 @@ int cmd_bench_step(const Args& args, DistContext& dist) {
   spec.reduction = reduction;
   spec.clip = clip_after_reduction ? ClipMode::AFTER_REDUCTION : ClipMode::PER_MICRO_BATCH;
   spec.seed = spec.init_seed = 1;
-  spec.train_capacity = batch.capacity;
+  spec.train_capacity = source.shape().capacity;
   TrainStack stack(spec, dist);
   Backend& backend = stack.backend();
   const TensorTable& table = stack.table();
   TrainStep& train_step = stack.step();
-  const std::vector<const Batch*> micro[2] = {{&batches[0]}, {&batches[1]}};
+  BatchPipeline batches(backend, source, 1, LossWeighting::MEAN);
+  StagedStep current, ahead;
+  bool ahead_ready = false;
   int64_t step_index = 0;
-  auto step = [&] {
-    train_step.launch(micro[step_index % 2], step_index);
-    train_step.stage_next(micro[(step_index + 1) % 2]);
+  auto step = [&] {  // as a training session runs a step (harness/train_session.cpp)
+    if (ahead_ready) std::swap(current, ahead);
+    else batches.next(current);
+    train_step.launch(current, step_index);
+    ahead_ready = batches.reads_ahead() && batches.next(ahead);
     train_step.finish();
     ++step_index;
   };
   for (int i = 0; i < warmup; ++i) step();
 
-  const double flops = step_flops(config, batch);
-  const int sequences = batch.sequences;
+  const double flops = step_flops(config, rows);
+  int sequences = 0;
+  for (const auto& row : rows) sequences += int(row.size());
   size_t param_count = 0;
   for (const auto& t : table.tensors()) param_count += t.numel;
   struct Repeat {

@@ -17,6 +17,7 @@ int cmd_train(const Args& args, DistContext& dist);
 int cmd_run(const Args& args, DistContext& dist);
 int cmd_run_once(const Args& args, DistContext& dist);
 int cmd_bench_step(const Args& args, DistContext& dist);
+int cmd_bench_data(const Args& args, DistContext& dist);
 int cmd_data(const Args& args, DistContext& dist);
 int cmd_tokenize(const Args& args, DistContext& dist);
 int cmd_convert_checkpoint(const Args& args, DistContext& dist);
@@ -38,6 +39,7 @@ inline const Command kCommands[] = {
     {"convert-checkpoint", cmd_convert_checkpoint,
      "convert a TensorFlow checkpoint (e.g. phase-1 model.ckpt-28252) to an HDF5 checkpoint"},
     {"bench-step", cmd_bench_step, "time one training step at BERT mini/base/large shapes (JSON lines)"},
+    {"bench-data", cmd_bench_data, "time the training read path of one rank of N at phase-2 shapes (JSON lines)"},
     {"predict", cmd_predict, "the scaling model: step time, throughput and time to train at any scale; --validate"},
 };
 

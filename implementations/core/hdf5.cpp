@@ -99,43 +99,43 @@ std::string normalize(const std::string& key) {
   return key.substr(start);
 }
 
-DType classify(hid_t type) {
+ElementType classify(hid_t type) {
   const size_t size = H5Tget_size(type);
   switch (H5Tget_class(type)) {
     case H5T_INTEGER: {
       const bool is_signed = H5Tget_sign(type) == H5T_SGN_2;
       switch (size) {
-        case 1: return is_signed ? DType::i8 : DType::u8;
-        case 2: return is_signed ? DType::i16 : DType::u16;
-        case 4: return is_signed ? DType::i32 : DType::u32;
-        case 8: return is_signed ? DType::i64 : DType::u64;
-        default: return DType::other;
+        case 1: return is_signed ? ElementType::I8 : ElementType::U8;
+        case 2: return is_signed ? ElementType::I16 : ElementType::U16;
+        case 4: return is_signed ? ElementType::I32 : ElementType::U32;
+        case 8: return is_signed ? ElementType::I64 : ElementType::U64;
+        default: return ElementType::OTHER;
       }
     }
     case H5T_FLOAT:
-      return size == 4 ? DType::f32 : size == 8 ? DType::f64 : DType::other;
+      return size == 4 ? ElementType::F32 : size == 8 ? ElementType::F64 : ElementType::OTHER;
     case H5T_STRING:
-      return DType::string;
+      return ElementType::STRING;
     default:
-      return DType::other;
+      return ElementType::OTHER;
   }
 }
 
-bool is_float(DType t) { return t == DType::f32 || t == DType::f64; }
-bool is_signed_int(DType t) { return t == DType::i8 || t == DType::i16 || t == DType::i32 || t == DType::i64; }
-bool is_unsigned_int(DType t) { return t == DType::u8 || t == DType::u16 || t == DType::u32 || t == DType::u64; }
-size_t byte_size(DType t) {
+bool is_float(ElementType t) { return t == ElementType::F32 || t == ElementType::F64; }
+bool is_signed_int(ElementType t) { return t == ElementType::I8 || t == ElementType::I16 || t == ElementType::I32 || t == ElementType::I64; }
+bool is_unsigned_int(ElementType t) { return t == ElementType::U8 || t == ElementType::U16 || t == ElementType::U32 || t == ElementType::U64; }
+size_t byte_size(ElementType t) {
   switch (t) {
-    case DType::i8: case DType::u8: return 1;
-    case DType::i16: case DType::u16: return 2;
-    case DType::f32: case DType::i32: case DType::u32: return 4;
-    case DType::f64: case DType::i64: case DType::u64: return 8;
+    case ElementType::I8: case ElementType::U8: return 1;
+    case ElementType::I16: case ElementType::U16: return 2;
+    case ElementType::F32: case ElementType::I32: case ElementType::U32: return 4;
+    case ElementType::F64: case ElementType::I64: case ElementType::U64: return 8;
     default: return 0;
   }
 }
 
 // Whether every value of `stored` is exactly representable in `wanted`.
-bool lossless(DType stored, DType wanted) {
+bool lossless(ElementType stored, ElementType wanted) {
   if (is_float(stored)) return is_float(wanted) && byte_size(stored) <= byte_size(wanted);
   if (is_signed_int(stored)) return is_signed_int(wanted) && byte_size(stored) <= byte_size(wanted);
   if (is_unsigned_int(stored))
@@ -178,19 +178,19 @@ void reclaim_vlen(hid_t mem_type, hid_t mem_space, void* buf) {
 
 }  // namespace
 
-const char* dtype_name(DType t) {
+const char* type_name(ElementType t) {
   switch (t) {
-    case DType::f32: return "float32";
-    case DType::f64: return "float64";
-    case DType::i8: return "int8";
-    case DType::u8: return "uint8";
-    case DType::i16: return "int16";
-    case DType::u16: return "uint16";
-    case DType::i32: return "int32";
-    case DType::u32: return "uint32";
-    case DType::i64: return "int64";
-    case DType::u64: return "uint64";
-    case DType::string: return "string";
+    case ElementType::F32: return "float32";
+    case ElementType::F64: return "float64";
+    case ElementType::I8: return "int8";
+    case ElementType::U8: return "uint8";
+    case ElementType::I16: return "int16";
+    case ElementType::U16: return "uint16";
+    case ElementType::I32: return "int32";
+    case ElementType::U32: return "uint32";
+    case ElementType::I64: return "int64";
+    case ElementType::U64: return "uint64";
+    case ElementType::STRING: return "string";
     default: return "an unsupported type";
   }
 }
@@ -360,9 +360,9 @@ DatasetInfo describe(hid_t ds) {
   if (H5Tget_class(type.get()) == H5T_VLEN) {
     Id super(H5Tget_super(type.get()), H5Tclose);
     info.vlen = true;
-    info.dtype = super.ok() ? classify(super.get()) : DType::other;
+    info.type = super.ok() ? classify(super.get()) : ElementType::OTHER;
   } else {
-    info.dtype = classify(type.get());
+    info.type = classify(type.get());
   }
   return info;
 }
@@ -393,18 +393,21 @@ uint64_t le(const unsigned char* p, size_t n) {
 // every reference is checked here against the global heap collection it points into, parsed the way HDF5 parses
 // it: the collection lies inside the file and is well formed, the object exists, and its size is the row's
 // length times the element size. (Chunked or filtered vlen datasets are read unchecked.)
-void File::check_vlen_references(const std::string& key, int64_t ds, int64_t first, int64_t count,
-                                 size_t element_bytes) const {
+bool File::check_vlen_references(const std::string& key, int64_t ds, int64_t first, int64_t count,
+                                 size_t element_bytes, ValuePlaces* places) const {
   Id plist(H5Dget_create_plist(ds), H5Pclose);
   Id fcpl(H5Fget_create_plist(id_), H5Pclose);
   if (!plist.ok() || !fcpl.ok() || H5Pget_layout(plist.get()) != H5D_CONTIGUOUS || H5Pget_nfilters(plist.get()) > 0)
-    return;
+    return false;
   size_t sizeof_addr = 8, sizeof_size = 8;
   hsize_t userblock = 0;
   H5Pget_sizes(fcpl.get(), &sizeof_addr, &sizeof_size);
   H5Pget_userblock(fcpl.get(), &userblock);
   const haddr_t offset = H5Dget_offset(ds);
-  if (offset == HADDR_UNDEF) fail(key, "cannot be read, the file is damaged (no data)");
+  if (offset == HADDR_UNDEF) {
+    if (count == 0) return true;
+    fail(key, "cannot be read, the file is damaged (no data)");
+  }
   std::ifstream in(path_, std::ios::binary);
   std::error_code ec;
   const uint64_t file_bytes = std::filesystem::file_size(path_, ec);
@@ -418,9 +421,12 @@ void File::check_vlen_references(const std::string& key, int64_t ds, int64_t fir
   };
   const size_t ref_bytes = 4 + sizeof_addr + 4;
   const std::string refs = read_at(offset + static_cast<uint64_t>(first) * ref_bytes, static_cast<uint64_t>(count) * ref_bytes);
+  struct Object {
+    uint64_t size, data;  // its byte size, and where its bytes start in the file
+  };
   struct Collection {
     bool ok = false;
-    std::map<uint64_t, uint64_t> sizes;  // object index -> size
+    std::map<uint64_t, Object> objects;  // by object index
   };
   std::map<uint64_t, Collection> collections;
   const size_t header = 8 + sizeof_size, object_header = 8 + sizeof_size;
@@ -444,21 +450,68 @@ void File::check_vlen_references(const std::string& key, int64_t ds, int64_t fir
       if (object > size) return c;
       const uint64_t need = index == 0 ? object : object_header + (object + 7) / 8 * 8;
       if (need == 0 || need > size - p) return c;
-      if (index != 0) c.sizes[index] = object;
+      if (index != 0) c.objects[index] = {object, at + p + object_header};
       p += need;
     }
     c.ok = true;
     return c;
   };
+  if (places) {
+    places->row_offsets.assign(static_cast<size_t>(count), 0);
+    places->row_sizes.assign(static_cast<size_t>(count), 0);
+    places->vlen_header = object_header;
+    places->vlen_size_bytes = sizeof_size;
+  }
   for (int64_t r = 0; r < count; ++r) {
     const auto* ref = reinterpret_cast<const unsigned char*>(refs.data()) + r * ref_bytes;
     const uint64_t length = le(ref, 4), addr = le(ref + 4, sizeof_addr), index = le(ref + 4 + sizeof_addr, 4);
     if (length == 0) continue;
     const Collection& c = collection(addr);
-    const auto object = c.sizes.find(index);
-    if (!c.ok || object == c.sizes.end() || object->second != length * element_bytes)
+    const auto object = c.objects.find(index);
+    if (!c.ok || object == c.objects.end() || object->second.size != length * element_bytes)
       fail(key, cat("row ", first + r, " cannot be read, the file is damaged (a bad reference to its data)"));
+    if (places) {
+      places->row_offsets[static_cast<size_t>(r)] = object->second.data;
+      places->row_sizes[static_cast<size_t>(r)] = length;
+    }
   }
+  return true;
+}
+
+ValuePlaces File::value_places(const std::string& key) const {
+  Lock lock;
+  const std::string k = normalize(key);
+  Id ds(open_dataset(k), H5Dclose);
+  const DatasetInfo info = describe(ds.get());
+  ValuePlaces places;
+  places.type = info.type;
+  Id type(H5Dget_type(ds.get()), H5Tclose);
+  Id element(info.vlen ? H5Tget_super(type.get()) : H5Tcopy(type.get()), H5Tclose);
+  const bool integers = element.ok() && H5Tget_class(element.get()) == H5T_INTEGER &&
+                        (byte_size(info.type) == 1 || H5Tget_order(element.get()) == H5T_ORDER_LE);
+  if (!integers || info.shape.empty()) return places;
+  if (info.vlen) {
+    if (info.shape.size() != 1) return places;
+    check_extent(k, ds.get(), double(info.shape[0]), 16);
+    places.direct = check_vlen_references(k, ds.get(), 0, info.shape[0], byte_size(info.type), &places);
+    return places;
+  }
+  Id plist(H5Dget_create_plist(ds.get()), H5Pclose);
+  if (!plist.ok() || H5Pget_layout(plist.get()) != H5D_CONTIGUOUS || H5Pget_nfilters(plist.get()) > 0) return places;
+  check_extent(k, ds.get(), double(info.numel()), double(byte_size(info.type)));
+  Id fcpl(H5Fget_create_plist(id_), H5Pclose);
+  hsize_t userblock = 0;
+  if (fcpl.ok()) H5Pget_userblock(fcpl.get(), &userblock);
+  const haddr_t at = H5Dget_offset(ds.get());
+  std::error_code ec;
+  const uint64_t file_bytes = std::filesystem::file_size(path_, ec);
+  const double bytes = double(info.numel()) * double(byte_size(info.type));
+  if (info.numel() == 0) return places;
+  if (at == HADDR_UNDEF || ec || double(at) + bytes > double(file_bytes))
+    fail(k, "cannot be read, the file is damaged (data past its end)");
+  places.direct = true;
+  places.offset = at;  // H5Dget_offset counts from the start of the file, user block included
+  return places;
 }
 
 void File::check_extent(const std::string& key, int64_t ds, double elements, double bytes_per_element) const {
@@ -486,13 +539,13 @@ void File::read_into(const std::string& key, T* dst, size_t count) const {
   Id ds(open_dataset(k), H5Dclose);
   const DatasetInfo info = describe(ds.get());
   if (info.vlen) fail(k, "is a variable-length dataset, expected fixed-size");
-  if (!lossless(info.dtype, dtype_of<T>()))
-    fail(k, cat("holds ", dtype_name(info.dtype), ", which cannot be read as ", dtype_name(dtype_of<T>()),
+  if (!lossless(info.type, element_type_of<T>()))
+    fail(k, cat("holds ", type_name(info.type), ", which cannot be read as ", type_name(element_type_of<T>()),
                 " without loss"));
   if (info.numel() != static_cast<int64_t>(count))
     fail(k, cat("has shape ", shape_string(info.shape), " (", info.numel(), " elements), expected ", count,
                 " elements"));
-  check_extent(k, ds.get(), double(count), double(byte_size(info.dtype)));
+  check_extent(k, ds.get(), double(count), double(byte_size(info.type)));
   if (count == 0) return;
   if (H5Dread(ds.get(), native_type<T>(), H5S_ALL, H5S_ALL, H5P_DEFAULT, dst) < 0)
     fail(k, "cannot be read, the file is damaged" + take_hdf5_error());
@@ -506,7 +559,7 @@ std::vector<T> File::read(const std::string& key) const {
   if (i.numel() < 0) fail(k, "has a damaged shape " + shape_string(i.shape));
   {
     Id ds(open_dataset(k), H5Dclose);
-    check_extent(k, ds.get(), double(i.numel()), double(std::max<size_t>(1, byte_size(i.dtype))));
+    check_extent(k, ds.get(), double(i.numel()), double(std::max<size_t>(1, byte_size(i.type))));
   }
   std::vector<T> out(static_cast<size_t>(i.numel()));
   read_into(key, out.data(), out.size());
@@ -521,13 +574,13 @@ void File::read_rows(const std::string& key, int64_t first, int64_t count, T* ds
   const DatasetInfo info = describe(ds.get());
   if (info.vlen) fail(k, "is a variable-length dataset, expected fixed-size");
   if (info.shape.empty()) fail(k, "is a scalar, it has no rows");
-  if (!lossless(info.dtype, dtype_of<T>()))
-    fail(k, cat("holds ", dtype_name(info.dtype), ", which cannot be read as ", dtype_name(dtype_of<T>()),
+  if (!lossless(info.type, element_type_of<T>()))
+    fail(k, cat("holds ", type_name(info.type), ", which cannot be read as ", type_name(element_type_of<T>()),
                 " without loss"));
   if (first < 0 || count < 0 || first + count > info.shape[0])
     fail(k, cat("rows [", first, ", ", first + count, ") are out of range, it has ", info.shape[0], " rows"));
   if (count == 0) return;
-  check_extent(k, ds.get(), double(info.numel()), double(byte_size(info.dtype)));
+  check_extent(k, ds.get(), double(info.numel()), double(byte_size(info.type)));
   std::vector<hsize_t> start(info.shape.size(), 0), extent(info.shape.begin(), info.shape.end());
   start[0] = static_cast<hsize_t>(first);
   extent[0] = static_cast<hsize_t>(count);
@@ -557,8 +610,8 @@ Vlen<T> File::read_vlen(const std::string& key, int64_t first, int64_t count) co
   const DatasetInfo info = describe(ds.get());
   if (!info.vlen) fail(k, "is a fixed-size dataset, expected variable-length");
   if (info.shape.size() != 1) fail(k, cat("has shape ", shape_string(info.shape), ", expected one dimension"));
-  if (!lossless(info.dtype, dtype_of<T>()))
-    fail(k, cat("holds vlen ", dtype_name(info.dtype), ", which cannot be read as ", dtype_name(dtype_of<T>()),
+  if (!lossless(info.type, element_type_of<T>()))
+    fail(k, cat("holds vlen ", type_name(info.type), ", which cannot be read as ", type_name(element_type_of<T>()),
                 " without loss"));
   if (first < 0 || count < 0 || first + count > info.shape[0])
     fail(k, cat("rows [", first, ", ", first + count, ") are out of range, it has ", info.shape[0], " rows"));
@@ -566,7 +619,7 @@ Vlen<T> File::read_vlen(const std::string& key, int64_t first, int64_t count) co
   if (count == 0) return out;
   // Each row is stored as a 16-byte reference to its data.
   check_extent(k, ds.get(), double(info.shape[0]), 16);
-  check_vlen_references(k, ds.get(), first, count, byte_size(info.dtype));
+  check_vlen_references(k, ds.get(), first, count, byte_size(info.type));
   const hsize_t start = static_cast<hsize_t>(first), n = static_cast<hsize_t>(count);
   Id file_space(H5Dget_space(ds.get()), H5Sclose);
   Id mem_space(H5Screate_simple(1, &n, nullptr), H5Sclose);
@@ -587,7 +640,7 @@ Vlen<T> File::read_vlen(const std::string& key, int64_t first, int64_t count) co
     if (r.len > 0 && !r.p) fail(k, "cannot be read, the file is damaged (a row without data)");
     total += r.len;
   }
-  check_extent(k, ds.get(), double(total), double(byte_size(info.dtype)));
+  check_extent(k, ds.get(), double(total), double(byte_size(info.type)));
   out.values.reserve(total);
   out.offsets.reserve(n + 1);
   for (const hvl_t& r : rows) out.append(static_cast<const T*>(r.p), r.len);
@@ -762,7 +815,7 @@ T File::attr_scalar(const std::string& key, const std::string& name, bool (*acce
 int64_t File::attr_int(const std::string& key, const std::string& name) const {
   return attr_scalar<int64_t>(
       key, name,
-      [](hid_t type) { return H5Tget_class(type) == H5T_INTEGER && classify(type) != DType::u64; },
+      [](hid_t type) { return H5Tget_class(type) == H5T_INTEGER && classify(type) != ElementType::U64; },
       H5T_NATIVE_INT64, "a single integer");
 }
 

@@ -24,29 +24,30 @@
 
 namespace bertperf::h5 {
 
-// The element types we know by name. `other` covers everything else (compound, enum, ...).
-enum class DType { f32, f64, i8, u8, i16, u16, i32, u32, i64, u64, string, other };
+// The element types of a stored dataset that we know by name (the backends' DType, backends/device.h, is another
+// thing: the types a backend computes in). OTHER covers everything else (compound, enum, ...).
+enum class ElementType { F32, F64, I8, U8, I16, U16, I32, U32, I64, U64, STRING, OTHER };
 
-const char* dtype_name(DType t);  // "float32", "int16", ...
+const char* type_name(ElementType t);  // "float32", "int16", ...
 
 // The version of the HDF5 library loaded, "1.10.8".
 std::string library_version();
 
 template <typename T>
-constexpr DType dtype_of();
-template <> constexpr DType dtype_of<float>() { return DType::f32; }
-template <> constexpr DType dtype_of<double>() { return DType::f64; }
-template <> constexpr DType dtype_of<int8_t>() { return DType::i8; }
-template <> constexpr DType dtype_of<uint8_t>() { return DType::u8; }
-template <> constexpr DType dtype_of<int16_t>() { return DType::i16; }
-template <> constexpr DType dtype_of<int32_t>() { return DType::i32; }
-template <> constexpr DType dtype_of<int64_t>() { return DType::i64; }
+constexpr ElementType element_type_of();
+template <> constexpr ElementType element_type_of<float>() { return ElementType::F32; }
+template <> constexpr ElementType element_type_of<double>() { return ElementType::F64; }
+template <> constexpr ElementType element_type_of<int8_t>() { return ElementType::I8; }
+template <> constexpr ElementType element_type_of<uint8_t>() { return ElementType::U8; }
+template <> constexpr ElementType element_type_of<int16_t>() { return ElementType::I16; }
+template <> constexpr ElementType element_type_of<int32_t>() { return ElementType::I32; }
+template <> constexpr ElementType element_type_of<int64_t>() { return ElementType::I64; }
 
 struct DatasetInfo {
   std::vector<int64_t> shape;  // empty for a scalar
-  DType dtype = DType::other;  // for a vlen dataset: the element type
+  ElementType type = ElementType::OTHER;  // for a vlen dataset: the element type
   bool vlen = false;
-  int64_t numel() const;       // 1 for a scalar; -1 when a damaged shape overflows
+  int64_t numel() const;  // 1 for a scalar; -1 when a damaged shape overflows
 };
 
 // Rows of a vlen dataset: row i is values[offsets[i] .. offsets[i+1]).
@@ -61,6 +62,21 @@ struct Vlen {
     values.insert(values.end(), data, data + n);
     offsets.push_back(values.size());
   }
+};
+
+// Where a dataset's values lie in the file, so that single rows can be read with plain reads, byte for byte (the
+// data layer's shard index, data/shard_index.h): HDF5's own read of one vlen row reads the whole heap collection it
+// lies in, 4 KiB or more for a row of a few bytes. Given (`direct`) for a contiguous, unfiltered dataset of
+// little-endian integers; any other is read through the library. A vlen row's values follow its heap object's
+// header (`vlen_header` bytes, ending in the values' byte size in `vlen_size_bytes` bytes, little-endian), which a
+// reader checks to know it reads the row it meant.
+struct ValuePlaces {
+  bool direct = false;
+  ElementType type = ElementType::OTHER;
+  uint64_t offset = 0;                // fixed-size: the file offset of element 0 (rows follow one another)
+  std::vector<uint64_t> row_offsets;  // vlen: the file offset of each row's first value (0 for an empty row)
+  std::vector<uint64_t> row_sizes;    // vlen: each row's value count, from its reference
+  size_t vlen_header = 0, vlen_size_bytes = 0;
 };
 
 // An open HDF5 file. Move-only; closes on destruction.
@@ -86,6 +102,8 @@ class File {
   // Every dataset in the file, as full keys without a leading slash, sorted.
   std::vector<std::string> datasets() const;
   DatasetInfo info(const std::string& key) const;
+  // Where the values of `key` lie (ValuePlaces above); every vlen reference is checked as a read checks it.
+  ValuePlaces value_places(const std::string& key) const;
 
   // Whole fixed-size datasets. The stored type must convert losslessly to T; `count` must equal
   // the dataset's element count. Failures name the file and the key.
@@ -134,9 +152,10 @@ class File {
   [[noreturn]] void fail(const std::string& key, const std::string& what) const;
   // Refuses a dataset (hid_t `ds`) whose shape claims more data than the file can hold (hdf5.cpp).
   void check_extent(const std::string& key, int64_t ds, double elements, double bytes_per_element) const;
-  // Refuses damaged references of a vlen dataset's rows before HDF5 follows them (hdf5.cpp).
-  void check_vlen_references(const std::string& key, int64_t ds, int64_t first, int64_t count,
-                             size_t element_bytes) const;
+  // Refuses damaged references of a vlen dataset's rows before HDF5 follows them (hdf5.cpp); with `places`, also
+  // says where each row's values lie. False when the dataset is not contiguous and unfiltered (nothing checked).
+  bool check_vlen_references(const std::string& key, int64_t ds, int64_t first, int64_t count, size_t element_bytes,
+                             ValuePlaces* places = nullptr) const;
   template <typename T>
   T attr_scalar(const std::string& key, const std::string& name, bool (*accepts)(int64_t), int64_t memory_type,
                 const char* what) const;

@@ -42,35 +42,56 @@ struct Batch {
   std::vector<float> mlm_weights;
 };
 
-// Pads a batch built sequence by sequence up to its capacities with the filler above; `predictions` becomes the
-// slots written so far.
-inline void fill_to_capacity(Batch& b) {
-  b.predictions = int(b.mlm_positions.size());
-  b.input_ids.resize(b.capacity.tokens, 0);
-  b.segment_ids.resize(b.capacity.tokens, 0);
-  b.position_ids.resize(b.capacity.tokens, 0);
-  b.cu_seqlens.resize(b.capacity.sequences + 1, b.tokens);
-  b.nsp_labels.resize(b.capacity.sequences, 0);
-  b.mlm_positions.resize(b.capacity.predictions, 0);
-  b.mlm_labels.resize(b.capacity.predictions, 0);
-  b.mlm_weights.resize(b.capacity.predictions, 0.0f);
-}
-
-// Building a batch sequence by sequence (the step benchmark's and the tests' batches): append_sequence adds one after
-// the last, its token ids, segment B its second half, its masked-LM predictions (weight 1) at `positions` inside the
-// sequence with `labels`, and its next-sentence label; fill_to_capacity (above) then pads it. The capacity must hold
-// what is appended.
-void append_sequence(Batch& b, const std::vector<int32_t>& ids, const std::vector<int32_t>& positions,
-                     const std::vector<int32_t>& labels, int32_t nsp_label);
-
-// A batch of random tokens in a given packing: row r holds the sequences rows[r], end to end; a sequence's
-// masked-LM slots are `predictions` distinct random positions after its first token (in order), and its token ids,
-// labels (from [5, vocab)) and next-sentence label are drawn from mt19937(seed). Filled to `capacity`.
-struct SequenceShape {
-  int length = 0;
-  int predictions = 0;
+// A batch's arrays in memory the caller owns (a Batch's vectors, or a pinned block, model/batch_stage.h), at their
+// capacities, with the batch's real sizes: what a BatchSource (data/batch_source.h) fills.
+struct BatchView {
+  BatchCapacity capacity;
+  int tokens = 0, sequences = 0, predictions = 0;
+  int32_t* input_ids = nullptr;      // (capacity.tokens)
+  int32_t* segment_ids = nullptr;
+  int32_t* position_ids = nullptr;
+  int32_t* cu_seqlens = nullptr;     // (capacity.sequences + 1)
+  int32_t* nsp_labels = nullptr;     // (capacity.sequences)
+  int32_t* mlm_positions = nullptr;  // (capacity.predictions)
+  int32_t* mlm_labels = nullptr;
+  float* mlm_weights = nullptr;
 };
-Batch random_batch(BatchCapacity capacity, const std::vector<std::vector<SequenceShape>>& rows, int vocab,
-                   uint32_t seed);
+
+// A Batch's arrays sized to `capacity` (filler) and their view; after a source has filled the view, take its sizes
+// back with `sizes_from`.
+BatchView view_of(Batch& b, const BatchCapacity& capacity);
+void sizes_from(Batch& b, const BatchView& v);
+// A Batch copied into a view of its capacity.
+void copy_into(const Batch& b, BatchView& v);
+
+// Writes a batch into a view row by row, as every source lays one out (data/reader.h): a row's sequences end to end,
+// each with its position ids, its masked-LM slots (weight 1) and its next-sentence label; with `pad_predictions`,
+// each row's slots are followed by empty ones (weight 0, label 0, at the row's first token) up to `row_slots`;
+// finish() writes the filler past the content (and one empty slot where the batch has none) and the real sizes.
+// Whatever the view held before is overwritten. A sequence over the capacity is an InternalError: the sources keep
+// every row within its share of the capacity.
+class BatchWriter {
+ public:
+  BatchWriter(BatchView& view, bool pad_predictions, int row_slots);
+  // Where a sequence of `length` tokens and `predictions` masked-LM slots goes: the caller writes its token and
+  // segment ids, its slots' positions (within the batch: first_token + position in the sequence) and labels, and its
+  // next-sentence label.
+  struct Sequence {
+    int32_t* input_ids;
+    int32_t* segment_ids;
+    int32_t* mlm_positions;
+    int32_t* mlm_labels;
+    int32_t* nsp_label;
+    int first_token;
+  };
+  Sequence add_sequence(int length, int predictions);
+  void end_row();
+  void finish();
+
+ private:
+  BatchView& v_;
+  bool pad_;
+  int row_slots_, row_start_ = 0, row_first_slot_ = 0, last_row_start_ = 0;
+};
 
 }  // namespace bertperf

@@ -17,6 +17,7 @@
 #include "core/errors.h"
 #include "core/files.h"
 #include "data/layouts.h"
+#include "data/shard_index.h"
 #include "data/tokenizer.h"
 
 namespace bertperf {
@@ -274,22 +275,26 @@ std::vector<size_t> eval_pick_indices(size_t n, size_t k) {
   return picks;
 }
 
-DataLayout parse_layout(const std::string& name) {
-  if (name == "fixed") return DataLayout::fixed;
-  if (name == "varlength") return DataLayout::varlength;
-  throw_input("command line", "layout must be 'fixed' or 'varlength', got '" + name + "'");
-}
-
 namespace {
 
 std::string read_text_file(const std::string& path) { return read_file(path, "an input text file"); }
 
-void write_layout(const std::string& path, const SequenceStore& s, const std::vector<size_t>& order, DataLayout layout,
+void write_layout(const std::string& path, const SequenceStore& s, const std::vector<size_t>& order, ShardLayout layout,
                   const PretrainingDataConfig& c) {
-  if (layout == DataLayout::fixed)
-    write_fixed(path, s, c.max_seq_length, c.max_predictions_per_seq, order);
-  else
-    write_varlength(path, s, order);
+  switch (layout) {
+    case ShardLayout::FIXED: write_fixed(path, s, c.max_seq_length, c.max_predictions_per_seq, order); break;
+    case ShardLayout::VARLENGTH: write_varlength(path, s, order); break;
+    case ShardLayout::PACKED: write_packed(path, s, c.max_seq_length, kPackedRow, order); break;
+  }
+  ShardIndex::write(path);  // the reader's length index beside it (data/shard_index.h)
+}
+
+// The hdf5_md5.py checksum of a file just written from `s` in `order`: computed from the sequences (a packed file's
+// rows are known only once packed, so from the file).
+std::string checksum(const std::string& path, const SequenceStore& s, const std::vector<size_t>& order,
+                     ShardLayout layout, const PretrainingDataConfig& c) {
+  if (layout == ShardLayout::PACKED) return hdf5_md5(path);
+  return hdf5_md5(s, layout == ShardLayout::FIXED, c.max_seq_length, order);
 }
 
 // Shard mode (CreateDataJob::shards): the reference reads every input into one document list
@@ -323,7 +328,7 @@ std::vector<CreatedFile> create_sharded_files(const CreateDataJob& job, const Fu
     f.documents = n_documents;
     f.instances = static_cast<int64_t>(order.size());
     write_layout(f.output, made.instances, order, job.layout, config);
-    if (job.checksums) f.checksum = hdf5_md5(made.instances, job.layout == DataLayout::fixed, config.max_seq_length, order);
+    if (job.checksums) f.checksum = checksum(f.output, made.instances, order, job.layout, config);
     progress << "[" << s + 1 << "/" << n << "] " << f.output << ": " << f.instances << " instances" << std::endl;
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -383,7 +388,7 @@ std::vector<CreatedFile> create_pretraining_files(const CreateDataJob& job, cons
         } else {
           write_layout(results[f].output, made.instances, made.order, job.layout, config);
           if (job.checksums)
-            results[f].checksum = hdf5_md5(made.instances, job.layout == DataLayout::fixed, config.max_seq_length, made.order);
+            results[f].checksum = checksum(results[f].output, made.instances, made.order, job.layout, config);
         }
         const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         std::lock_guard<std::mutex> lock(log_mutex);
@@ -420,7 +425,7 @@ std::vector<CreatedFile> create_pretraining_files(const CreateDataJob& job, cons
     e.output = (fs::path(job.out_dir) / cat("eval_", job.eval_samples, ".hdf5")).string();
     e.instances = static_cast<int64_t>(picked.size());
     write_layout(e.output, picked, {}, job.layout, config);
-    if (job.checksums) e.checksum = hdf5_md5(picked, job.layout == DataLayout::fixed, config.max_seq_length);
+    if (job.checksums) e.checksum = checksum(e.output, picked, {}, job.layout, config);
     results.push_back(e);
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

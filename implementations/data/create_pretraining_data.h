@@ -15,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "data/layouts.h"
 #include "data/python_random.h"
 #include "data/samples.h"
 
@@ -68,13 +69,10 @@ UnshuffledInstances create_training_instances_ordered(std::vector<Document> docu
 // pick_eval_samples.py: sample i of k is instance int(i * (n / k)), in double precision.
 std::vector<size_t> eval_pick_indices(size_t n, size_t k);
 
-enum class DataLayout { fixed, varlength };
-DataLayout parse_layout(const std::string& name);  // "fixed" or "varlength"
-
 struct CreateDataJob {
   std::vector<std::string> inputs;  // text files: one sentence per line, blank line between documents
   std::string out_dir;
-  DataLayout layout = DataLayout::varlength;
+  ShardLayout layout = ShardLayout::VARLENGTH;
   int threads = 1;
   // When > 0: all inputs' instances, in input order, are reduced to this many evenly spaced picks
   // and written to one file eval_<n>.hdf5 (the MLPerf eval-set recipe) instead of one per input.

@@ -11,11 +11,17 @@ namespace bertperf {
 
 const char* layout_name(ShardLayout layout) {
   switch (layout) {
-    case ShardLayout::fixed: return "fixed";
-    case ShardLayout::varlength: return "varlength";
-    case ShardLayout::packed: return "packed";
+    case ShardLayout::FIXED: return "fixed";
+    case ShardLayout::VARLENGTH: return "varlength";
+    case ShardLayout::PACKED: return "packed";
   }
   return "?";
+}
+
+ShardLayout parse_layout(const std::string& name, const std::string& where) {
+  for (ShardLayout layout : {ShardLayout::FIXED, ShardLayout::VARLENGTH, ShardLayout::PACKED})
+    if (name == layout_name(layout)) return layout;
+  throw_input(where, "layout must be 'fixed', 'varlength' or 'packed', got '" + name + "'");
 }
 
 namespace {
@@ -28,12 +34,12 @@ ShardLayout detect(const h5::File& file) {
     if (!file.has(key)) bad(path, cat("missing dataset '", key, "': not an MLPerf BERT shard"));
   if (file.has("packed_input_len")) {
     if (!file.has("packed_masked_lm_len")) bad(path, "missing dataset 'packed_masked_lm_len' of the packed layout");
-    return ShardLayout::packed;
+    return ShardLayout::PACKED;
   }
   const h5::DatasetInfo ids = file.info("input_ids");
-  if (ids.vlen) return ShardLayout::varlength;
+  if (ids.vlen) return ShardLayout::VARLENGTH;
   if (!file.has("input_mask")) bad(path, "missing dataset 'input_mask' of the fixed-length layout");
-  return ShardLayout::fixed;
+  return ShardLayout::FIXED;
 }
 
 // Shape checks that name the dataset.
@@ -103,7 +109,7 @@ ShardData read_fixed(const h5::File& f, const ShardLimits& limits) {
   const auto lab = f.read<int32_t>("masked_lm_ids");
   const auto nsp = f.read<int32_t>("next_sentence_labels");
   ShardData out;
-  out.layout = ShardLayout::fixed;
+  out.layout = ShardLayout::FIXED;
   SequenceStore& s = out.sequences;
   for (int64_t r = 0; r < rows; ++r) {
     const size_t base = static_cast<size_t>(r * width);
@@ -152,7 +158,7 @@ ShardData read_varlength(const h5::File& f, const ShardLimits& limits) {
   same_row_sizes(f, seg, "segment_ids", ids, "input_ids");
   same_row_sizes(f, lab, "masked_lm_ids", pos, "masked_lm_positions");
   ShardData out;
-  out.layout = ShardLayout::varlength;
+  out.layout = ShardLayout::VARLENGTH;
   SequenceStore& s = out.sequences;
   s.input_ids = ids.values;
   s.token_offsets = ids.offsets;
@@ -189,7 +195,7 @@ ShardData read_packed(const h5::File& f, const ShardLimits& limits) {
   same_row_sizes(f, mlm_lens, "packed_masked_lm_len", lens, "packed_input_len");
   same_row_sizes(f, nsp, "next_sentence_labels", lens, "packed_input_len");
   ShardData out;
-  out.layout = ShardLayout::packed;
+  out.layout = ShardLayout::PACKED;
   SequenceStore& s = out.sequences;
   for (size_t r = 0; r < static_cast<size_t>(rows); ++r) {
     const auto fail = [&](const std::string& what) { bad(f.path(), cat("row ", r, ": ", what)); };
@@ -247,9 +253,9 @@ ShardLayout detect_layout(const std::string& path) { return detect(h5::File::ope
 ShardData read_shard(const std::string& path, const ShardLimits& limits) {
   const h5::File file = h5::File::open(path);
   switch (detect(file)) {
-    case ShardLayout::fixed: return read_fixed(file, limits);
-    case ShardLayout::varlength: return read_varlength(file, limits);
-    case ShardLayout::packed: return read_packed(file, limits);
+    case ShardLayout::FIXED: return read_fixed(file, limits);
+    case ShardLayout::VARLENGTH: return read_varlength(file, limits);
+    case ShardLayout::PACKED: return read_packed(file, limits);
   }
   BERT_CHECK(false, "unknown layout");
 }
@@ -259,7 +265,7 @@ ShardCounts count_shard(const std::string& path) {
   ShardCounts c{detect(file)};
   const h5::DatasetInfo ids = file.info("input_ids");
   c.rows = ids.shape.empty() ? 0 : ids.shape[0];
-  if (c.layout == ShardLayout::packed) {
+  if (c.layout == ShardLayout::PACKED) {
     expect_rows(file, "next_sentence_labels", c.rows, true);
     c.sequences = static_cast<int64_t>(file.read_vlen<int32_t>("next_sentence_labels").values.size());
   } else {
@@ -353,6 +359,55 @@ void write_varlength(const std::string& path, const SequenceStore& s, const std:
   f.write_vlen("masked_lm_positions", pos);
   f.write_vlen("masked_lm_ids", lab);
   f.write("next_sentence_labels", nsp, {static_cast<int64_t>(nsp.size())});
+  f.commit();
+}
+
+void write_packed(const std::string& path, const SequenceStore& s, int seq_len, const PackingLimits& limits,
+                  const std::vector<size_t>& order_in) {
+  const std::vector<size_t> order = order_or_all(s, order_in);
+  std::vector<uint32_t> tokens, predictions;
+  for (size_t i : order) {
+    tokens.push_back(static_cast<uint32_t>(s.length(i)));
+    predictions.push_back(static_cast<uint32_t>(s.predictions(i)));
+  }
+  PackedRows rows;
+  pack_sequences(tokens, predictions, seq_len, limits, rows);
+  h5::Vlen<int16_t> ids, lens, pos, lab, mlm_lens;
+  h5::Vlen<int8_t> seg, nsp;
+  std::vector<int32_t> row_ids, row_positions, row_labels, row_lens, row_mlm_lens;
+  std::vector<int8_t> row_seg, row_nsp;
+  for (size_t r = 0; r < rows.rows(); ++r) {
+    for (auto* v : {&row_ids, &row_positions, &row_labels, &row_lens, &row_mlm_lens}) v->clear();
+    row_seg.clear();
+    row_nsp.clear();
+    // One row's values, sequence after sequence; positions count from the row's first token.
+    for (size_t k = rows.row_starts[r]; k < rows.row_starts[r + 1]; ++k) {
+      const size_t q = order[rows.members[k]];
+      const auto start = static_cast<int32_t>(row_ids.size());
+      for (int32_t p : s.positions(q)) row_positions.push_back(start + p);
+      row_ids.insert(row_ids.end(), s.tokens(q).begin(), s.tokens(q).end());
+      row_seg.insert(row_seg.end(), s.segments(q).begin(), s.segments(q).end());
+      row_labels.insert(row_labels.end(), s.labels(q).begin(), s.labels(q).end());
+      row_lens.push_back(static_cast<int32_t>(s.length(q)));
+      row_mlm_lens.push_back(static_cast<int32_t>(s.predictions(q)));
+      row_nsp.push_back(s.nsp_labels[q]);
+    }
+    append_int16(ids, row_ids, path, "token id");
+    seg.append(row_seg.data(), row_seg.size());
+    append_int16(lens, row_lens, path, "sequence length");
+    append_int16(pos, row_positions, path, "position");
+    append_int16(lab, row_labels, path, "token id");
+    append_int16(mlm_lens, row_mlm_lens, path, "prediction count");
+    nsp.append(row_nsp.data(), row_nsp.size());
+  }
+  h5::File f = h5::File::create(path);
+  f.write_vlen("input_ids", ids);
+  f.write_vlen("segment_ids", seg);
+  f.write_vlen("packed_input_len", lens);
+  f.write_vlen("masked_lm_positions", pos);
+  f.write_vlen("masked_lm_ids", lab);
+  f.write_vlen("packed_masked_lm_len", mlm_lens);
+  f.write_vlen("next_sentence_labels", nsp);
   f.commit();
 }
 

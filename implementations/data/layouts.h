@@ -16,12 +16,15 @@
 #include <string>
 #include <vector>
 
+#include "data/packing.h"
 #include "data/samples.h"
 
 namespace bertperf {
 
-enum class ShardLayout { fixed, varlength, packed };
-const char* layout_name(ShardLayout layout);
+enum class ShardLayout { FIXED, VARLENGTH, PACKED };
+const char* layout_name(ShardLayout layout);  // "fixed", "varlength", "packed"
+// The layout a name gives; an InputError naming `where` for any other name.
+ShardLayout parse_layout(const std::string& name, const std::string& where);
 
 // Decides the layout from the keys present; an InputError names the file when it fits none.
 ShardLayout detect_layout(const std::string& path);
@@ -29,7 +32,7 @@ ShardLayout detect_layout(const std::string& path);
 // Sequences of one shard, with the file's packing: row r holds sequences
 // [row_offsets[r], row_offsets[r+1]) (one per row for the unpacked layouts).
 struct ShardData {
-  ShardLayout layout = ShardLayout::varlength;
+  ShardLayout layout = ShardLayout::VARLENGTH;
   SequenceStore sequences;
   std::vector<size_t> row_offsets{0};
   size_t rows() const { return row_offsets.size() - 1; }
@@ -55,6 +58,10 @@ ShardCounts count_shard(const std::string& path);
 void write_fixed(const std::string& path, const SequenceStore& sequences, int max_seq_length, int max_predictions,
                  const std::vector<size_t>& order = {});
 void write_varlength(const std::string& path, const SequenceStore& sequences, const std::vector<size_t>& order = {});
+// The packed layout: the sequences (in `order`) packed greedily into rows of at most seq_len tokens within `limits`
+// (data/packing.h, the reader's packer).
+void write_packed(const std::string& path, const SequenceStore& sequences, int seq_len, const PackingLimits& limits,
+                  const std::vector<size_t>& order = {});
 
 // The checksum NVIDIA's hdf5_md5.py prints for a file: per row, md5 of str(input_ids row as a
 // Python list) (fixed rows include their padding), then md5 of str(list of those hex digests).

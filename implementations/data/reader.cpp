@@ -1,32 +1,31 @@
-// The training-data reader (reader.h): a producer thread walks epochs, shards and rows and builds
-// batches into a small queue; next() takes them.
+// The training-data reader (reader.h): the epoch's plan is walked from the shards' length indexes, a step's worth
+// of rows at a time (a batch, or a global batch when balancing); the rows this rank trains on are then read from
+// their shards straight into the caller's batch.
 #include "data/reader.h"
 
 #include <algorithm>
-#include <condition_variable>
 #include <deque>
-#include <exception>
 #include <map>
-#include <mutex>
 #include <numeric>
-#include <thread>
 
 #include "core/errors.h"
 #include "data/layouts.h"
 #include "data/python_random.h"
+#include "data/shard_index.h"
 
 namespace bertperf {
 
 BatchShape batch_shape(const ReaderOptions& o, const std::vector<ShardLayout>& layouts) {
-  const auto packed_files = std::count(layouts.begin(), layouts.end(), ShardLayout::packed);
+  const auto packed_files = std::count(layouts.begin(), layouts.end(), ShardLayout::PACKED);
   if (packed_files > 0 && packed_files < static_cast<std::ptrdiff_t>(layouts.size()))
     throw_input("data reader", "packed and unpacked shards are mixed in one file list");
-  BatchShape s;
-  s.packed = packed_files > 0 || o.pack;
+  return batch_shape(o, packed_files > 0 || o.pack);
+}
+
+BatchShape batch_shape(const ReaderOptions& o, bool packed) {
   const int rows = o.batch_rows;
-  s.capacity = {rows * o.seq_len, rows * (s.packed ? o.max_sequences_per_row : 1),
-                rows * (s.packed ? o.packed_max_predictions : o.max_predictions), o.seq_len};
-  return s;
+  return {packed, {rows * o.seq_len, rows * (packed ? o.max_sequences_per_row : 1),
+                   rows * (packed ? o.packed_max_predictions : o.max_predictions), o.seq_len}};
 }
 
 BatchShape batch_shape(const ReaderOptions& o) {
@@ -44,271 +43,305 @@ uint64_t splitmix64(uint64_t x) {
 
 namespace {
 
-// A row: indices of its sequences in one shard's SequenceStore.
-using Row = std::vector<size_t>;
-
-// Greedy first-fit packing of sequences (in the given order) into rows (reader.h).
-std::vector<Row> pack_sequences(const SequenceStore& s, const std::vector<size_t>& order, const ReaderOptions& o) {
-  constexpr size_t kWindow = 64;
-  struct Open {
-    size_t row;
-    size_t tokens, predictions;
-  };
-  std::vector<Row> rows;
-  std::deque<Open> open;
-  for (size_t i : order) {
-    const size_t len = s.length(i), preds = s.predictions(i);
-    auto fits = [&](const Open& r) {
-      return rows[r.row].size() < static_cast<size_t>(o.max_sequences_per_row) && r.tokens + len <= static_cast<size_t>(o.seq_len) &&
-             r.predictions + preds <= static_cast<size_t>(o.packed_max_predictions);
-    };
-    auto it = std::find_if(open.begin(), open.end(), fits);
-    if (it == open.end()) {
-      rows.emplace_back();
-      open.push_back({rows.size() - 1, 0, 0});
-      if (open.size() > kWindow) open.pop_front();
-      it = open.end() - 1;
-    }
-    rows[it->row].push_back(i);
-    it->tokens += len;
-    it->predictions += preds;
-    if (rows[it->row].size() == static_cast<size_t>(o.max_sequences_per_row)) open.erase(it);
-  }
-  return rows;
-}
+// Indexes kept in memory for the whole run while all of them together hold at most this many rows (small data, the
+// mini benchmark); beyond it each is opened again when the walk reaches it.
+constexpr size_t kKeptRows = 4'000'000;
+// Shards kept open for reading rows (their file descriptors and index).
+constexpr size_t kOpenShards = 64;
 
 }  // namespace
 
 struct PretrainingReader::Impl {
   ReaderOptions opt;
-  ShardLimits limits;
-  bool sample_mode = false;
   BatchShape shape;
-  std::vector<size_t> owned;  // indices into opt.files this rank reads (shard mode)
+  bool sample_mode = false;
+  bool packs = false;                 // the reader packs unpacked sequences
+  std::vector<size_t> owned;          // indices into opt.files this rank reads (shard mode)
   int read_rank = 0, read_world = 1;  // whose rows this rank reads: its own, or (balance) a world of one's
   int chunk_rows = 0;                 // rows gathered before batches are made: batch_rows, or a step's (balance)
   int64_t sample_count = 0;
-  std::map<size_t, std::shared_ptr<const ShardData>> cache;  // shards kept in memory across epochs
-  bool cache_all = false;
 
-  // Rows waiting to fill a batch, copied out of their shard.
-  SequenceStore pending;
-  std::vector<size_t> pending_rows{0};  // row k = pending sequences [pending_rows[k], pending_rows[k+1])
+  struct File {
+    size_t rows = 0;
+    int64_t sequences = 0;
+    std::shared_ptr<const ShardIndex> index;  // while kept (kKeptRows) or being walked
+  };
+  std::vector<File> files;
+  bool keep_indexes = false;
+  uint64_t index_bytes = 0;  // lengths read to open indexes
 
-  std::thread worker;
-  std::mutex mutex;
-  std::condition_variable changed;
-  std::deque<Batch> queue;
-  bool finished = false, stop = false;
-  std::exception_ptr error;
-  int64_t pushed = 0;  // batches handed to the queue, to tell an epoch that yields none (which would spin forever)
-  int64_t epoch_rows = 0;
+  // The epoch being walked: its files in order and, in sample mode, this rank's rows of each; the file being walked
+  // and its planned rows (each one or more of the shard's rows).
+  uint64_t epoch = 0;
+  bool epoch_open = false, finished = false;
+  int64_t epoch_rows = 0, emitted_before = 0, emitted = 0;
+  std::vector<size_t> epoch_files;
+  size_t next_file = 0;
+  std::vector<std::vector<uint32_t>> mine;  // sample mode: this rank's rows of each file, in order
+  size_t walk_file = 0;
+  std::shared_ptr<const ShardIndex> walk_index;
+  PackedRows walk;  // the walked file's planned rows: members are its row numbers
+  size_t walk_row = 0;
 
-  std::shared_ptr<const ShardData> load(size_t file) {
-    auto it = cache.find(file);
-    if (it != cache.end()) return it->second;
-    auto data = std::make_shared<const ShardData>(read_shard(opt.files[file], limits));
-    if (data->layout == ShardLayout::packed && !shape.packed)
-      throw_input(opt.files[file], "packed shard mixed with unpacked ones");
-    for (size_t r = 0; r < data->rows() && shape.packed; ++r) {
-      const size_t seqs = data->row_offsets[r + 1] - data->row_offsets[r];
-      if (seqs > static_cast<size_t>(opt.max_sequences_per_row))
-        throw_input(opt.files[file], cat("row ", r, ": ", seqs, " sequences, more than the ", opt.max_sequences_per_row,
-                                         " of a packed row (max_sequences_per_row)"));
-      size_t preds = 0;
-      for (size_t q = data->row_offsets[r]; q < data->row_offsets[r + 1]; ++q) preds += data->sequences.predictions(q);
-      if (preds > static_cast<size_t>(opt.packed_max_predictions))
-        throw_input(opt.files[file], cat("row ", r, ": ", preds, " masked-LM predictions, more than the ",
-                                         opt.packed_max_predictions, " slots of a packed row (packed_max_predictions)"));
-    }
-    if (cache_all) cache[file] = data;
-    return data;
+  // Rows gathered for the next batches: planned row k is file pending_file[k], shard rows
+  // pending_members[pending_starts[k] .. pending_starts[k + 1]), pending_tokens[k] real tokens.
+  std::vector<uint32_t> pending_file, pending_members, pending_starts{0}, pending_tokens;
+  // Batches ready to hand out, each the pending rows it takes (indices into `ready_rows`' planned rows).
+  struct ReadyRow {
+    uint32_t file, first, count;
+  };
+  std::vector<ReadyRow> ready_rows;
+  std::vector<uint32_t> ready_members;
+  std::deque<std::pair<size_t, size_t>> ready;  // [begin, end) in ready_rows
+
+  // Shards open for reading rows, least recently used first.
+  std::map<size_t, std::unique_ptr<ShardRows>> open;
+  std::deque<size_t> open_order;
+  ReadStats stats;
+  uint64_t closed_shard_bytes = 0, closed_value_bytes = 0, closed_index_bytes = 0;
+
+  // Deal scratch.
+  std::vector<uint32_t> order, owner, by_tokens;
+  std::vector<uint64_t> load_keys;  // a batch's load in the high 32 bits, its index in the low
+
+  std::shared_ptr<const ShardIndex> index_of(size_t f) {
+    if (files[f].index) return files[f].index;
+    auto index = ShardIndex::open(opt.files[f]);
+    index_bytes += index->bytes();
+    check_rows(*index);
+    if (keep_indexes) files[f].index = index;
+    return index;
   }
 
-  // The rows of `data` to use, in order: its own rows, or sequences packed by us.
-  std::vector<Row> rows_of(const ShardData& data, std::vector<size_t> row_order) {
-    std::vector<Row> rows;
-    if (opt.pack && data.layout != ShardLayout::packed) {
-      std::vector<size_t> seqs;
-      for (size_t r : row_order)
-        for (size_t q = data.row_offsets[r]; q < data.row_offsets[r + 1]; ++q) seqs.push_back(q);
-      return pack_sequences(data.sequences, seqs, opt);
-    }
-    for (size_t r : row_order) {
-      Row row(data.row_offsets[r + 1] - data.row_offsets[r]);
-      std::iota(row.begin(), row.end(), data.row_offsets[r]);
-      rows.push_back(std::move(row));
-    }
-    return rows;
-  }
-
-  // Pushes a batch, waiting while the queue is full; false when the reader is being destroyed.
-  bool push(Batch&& batch) {
-    std::unique_lock<std::mutex> lock(mutex);
-    changed.wait(lock, [&] { return stop || queue.size() < static_cast<size_t>(std::max(1, opt.prefetch)); });
-    if (stop) return false;
-    queue.push_back(std::move(batch));
-    ++pushed;
-    changed.notify_all();
-    return true;
-  }
-
-  // Pending rows `rows` (indices, in order) as one Batch (reader.h, data/batch.h); the arrays start as filler.
-  Batch build_batch(const std::vector<size_t>& rows) {
-    const int P = shape.packed ? opt.packed_max_predictions : opt.max_predictions;
-    Batch b;
-    b.capacity = shape.capacity;
-    const BatchCapacity& cap = b.capacity;
-    b.input_ids.assign(cap.tokens, 0);
-    b.segment_ids.assign(cap.tokens, 0);
-    b.position_ids.assign(cap.tokens, 0);
-    b.cu_seqlens.assign(cap.sequences + 1, 0);
-    b.nsp_labels.assign(cap.sequences, 0);
-    b.mlm_positions.assign(cap.predictions, 0);
-    b.mlm_labels.assign(cap.predictions, 0);
-    b.mlm_weights.assign(cap.predictions, 0.0f);
-    int t = 0, s = 0, m = 0, row_start = 0;
-    for (size_t r : rows) {
-      row_start = t;
-      const int row_slots = m + P;
-      for (size_t q = pending_rows[r]; q < pending_rows[r + 1]; ++q) {
-        const auto tok = pending.tokens(q), pos = pending.positions(q), lab = pending.labels(q);
-        const auto seg = pending.segments(q);
-        const int len = static_cast<int>(tok.size());
-        // The shard checks (load, layouts.cpp) and the packer keep every row within its share of the capacity.
-        BERT_CHECK(s < cap.sequences && t + len <= cap.tokens && m + static_cast<int>(pos.size()) <= cap.predictions,
-                   "batch over its capacity");
-        b.nsp_labels[s] = pending.nsp_labels[q];
-        for (int j = 0; j < len; ++j) {
-          b.input_ids[t + j] = tok[j];
-          b.segment_ids[t + j] = seg[j];
-          b.position_ids[t + j] = j;
-        }
-        for (size_t j = 0; j < pos.size(); ++j, ++m) {
-          b.mlm_positions[m] = t + pos[j];
-          b.mlm_labels[m] = lab[j];
-          b.mlm_weights[m] = 1.0f;
-        }
-        t += len;
-        b.cu_seqlens[++s] = t;
+  // The run's limits against a shard's lengths and largest ids, before any row is read.
+  void check_rows(const ShardIndex& x) const {
+    const std::string& path = x.shard();
+    if (x.layout() == ShardLayout::PACKED && !shape.packed) throw_input(path, "packed shard mixed with unpacked ones");
+    if (opt.vocab_size > 0 && x.largest_token().value >= opt.vocab_size)
+      throw_input(path, cat("row ", x.largest_token().row, ": token id ", x.largest_token().value,
+                            " is outside the vocabulary of ", opt.vocab_size));
+    if (opt.vocab_size > 0 && x.largest_label().value >= opt.vocab_size)
+      throw_input(path, cat("row ", x.largest_label().row, ": masked-LM label ", x.largest_label().value,
+                            " is outside the vocabulary of ", opt.vocab_size));
+    for (size_t r = 0; r < x.rows(); ++r) {
+      const auto where = [&](const std::string& what) { throw_input(path, cat("row ", r, ": ", what)); };
+      if (x.tokens(r) > opt.seq_len)
+        where(cat(x.layout() == ShardLayout::PACKED ? "packed row" : "sequence", " of ", x.tokens(r),
+                  " tokens is longer than the maximum ", opt.seq_len));
+      if (x.layout() != ShardLayout::PACKED) {
+        if (x.predictions(r) > opt.max_predictions)
+          where(cat(x.predictions(r), " masked-LM predictions, more than the maximum ", opt.max_predictions));
+        continue;
       }
-      // Empty slots point at the row's first token with label 0 and weight 0, as in the reference.
-      if (opt.pad_predictions)
-        for (; m < row_slots; ++m) b.mlm_positions[m] = row_start;
+      if (x.row_sequences(r) > opt.max_sequences_per_row)
+        where(cat(x.row_sequences(r), " sequences, more than the ", opt.max_sequences_per_row,
+                  " of a packed row (max_sequences_per_row)"));
+      if (x.predictions(r) > opt.packed_max_predictions)
+        where(cat(x.predictions(r), " masked-LM predictions, more than the ", opt.packed_max_predictions,
+                  " slots of a packed row (packed_max_predictions)"));
     }
-    if (m == 0) {  // at least one slot per batch: the last row's first token, weight 0
-      b.mlm_positions[0] = row_start;
-      m = 1;
+  }
+
+  ShardRows& rows_of_file(size_t f) {
+    auto it = open.find(f);
+    if (it != open.end()) return *it->second;
+    if (open.size() >= kOpenShards) {
+      const size_t oldest = open_order.front();
+      open_order.pop_front();
+      closed_shard_bytes += open[oldest]->shard_bytes_read();
+      closed_value_bytes += open[oldest]->value_bytes_read();
+      closed_index_bytes += open[oldest]->index_bytes_read();
+      open.erase(oldest);
     }
-    std::fill(b.cu_seqlens.begin() + s + 1, b.cu_seqlens.end(), t);
-    b.tokens = t;
-    b.sequences = s;
-    b.predictions = m;
-    return b;
+    open_order.push_back(f);
+    auto& rows = open[f];
+    rows = std::make_unique<ShardRows>(index_of(f), ShardRows::Limits{opt.vocab_size, opt.max_predictions});
+    return *rows;
+  }
+
+  // The planned rows of file f from its rows `row_order` (in order): its own rows, or sequences packed by us.
+  void plan_file(const ShardIndex& x, const std::vector<uint32_t>& row_order) {
+    walk_row = 0;
+    if (packs) {
+      std::vector<uint32_t> tokens(row_order.size()), predictions(row_order.size());
+      for (size_t i = 0; i < row_order.size(); ++i) {
+        tokens[i] = static_cast<uint32_t>(x.tokens(row_order[i]));
+        predictions[i] = static_cast<uint32_t>(x.predictions(row_order[i]));
+      }
+      pack_sequences(tokens, predictions, opt.seq_len, {opt.max_sequences_per_row, opt.packed_max_predictions}, walk);
+      for (uint32_t& member : walk.members) member = row_order[member];
+      return;
+    }
+    walk.members = row_order;
+    walk.row_starts.resize(row_order.size() + 1);
+    std::iota(walk.row_starts.begin(), walk.row_starts.end(), 0u);
+  }
+
+  void start_epoch() {
+    const uint64_t epoch_key = splitmix64(opt.seed + epoch);
+    epoch_rows = 0;
+    emitted_before = emitted;
+    next_file = 0;
+    walk_index.reset();
+    walk = PackedRows();
+    walk_row = 0;
+    if (sample_mode) {
+      // All files as one list of rows; this rank takes every W-th after the common shuffle.
+      std::vector<std::pair<uint32_t, uint32_t>> all;  // (file, row)
+      for (size_t f = 0; f < files.size(); ++f)
+        for (size_t r = 0; r < files[f].rows; ++r) all.emplace_back(static_cast<uint32_t>(f), static_cast<uint32_t>(r));
+      if (opt.shuffle) PythonRandom(epoch_key).shuffle(all);
+      mine.assign(files.size(), {});
+      for (size_t p = static_cast<size_t>(read_rank); p < all.size(); p += static_cast<size_t>(read_world))
+        mine[all[p].first].push_back(all[p].second);
+      // Rows keep their shuffled order within a file; files follow one another.
+      epoch_files.resize(files.size());
+      std::iota(epoch_files.begin(), epoch_files.end(), size_t{0});
+    } else {
+      epoch_files = owned;
+      if (opt.shuffle) PythonRandom(epoch_key).shuffle(epoch_files);
+    }
+    epoch_open = true;
+  }
+
+  // The next planned row of the epoch into `pending`; false at the epoch's end.
+  bool plan_next_row() {
+    while (!walk_index || walk_row == walk.rows()) {
+      if (next_file == epoch_files.size()) return false;
+      walk_file = epoch_files[next_file++];
+      walk_index = index_of(walk_file);
+      std::vector<uint32_t> row_order;
+      if (sample_mode) {
+        row_order = std::move(mine[walk_file]);
+      } else {
+        row_order.resize(walk_index->rows());
+        std::iota(row_order.begin(), row_order.end(), 0u);
+        if (opt.shuffle) PythonRandom(splitmix64(splitmix64(opt.seed + epoch) + walk_file + 1)).shuffle(row_order);
+      }
+      plan_file(*walk_index, row_order);
+    }
+    uint32_t tokens = 0;
+    for (uint32_t k = walk.row_starts[walk_row]; k < walk.row_starts[walk_row + 1]; ++k) {
+      pending_members.push_back(walk.members[k]);
+      tokens += static_cast<uint32_t>(walk_index->tokens(walk.members[k]));
+    }
+    ++walk_row;
+    pending_file.push_back(static_cast<uint32_t>(walk_file));
+    pending_starts.push_back(static_cast<uint32_t>(pending_members.size()));
+    pending_tokens.push_back(tokens);
+    ++epoch_rows;
+    return true;
   }
 
   void clear_pending() {
-    pending = SequenceStore();
-    pending_rows.assign(1, 0);
+    pending_file.clear();
+    pending_members.clear();
+    pending_starts.assign(1, 0);
+    pending_tokens.clear();
   }
 
-  // The pending rows as batches (all of them as one, or this rank's share of a step when balancing); false when
-  // stopping.
-  bool emit() {
-    const size_t count = pending_rows.size() - 1;
-    std::vector<std::vector<size_t>> batches;
+  // Makes the pending rows into ready batches: all of them as one, or this rank's share of a step (balance).
+  void emit() {
+    const size_t count = pending_file.size();
+    const auto add_batch = [&](auto&& rows) {
+      const size_t begin = ready_rows.size();
+      for (uint32_t k : rows) {
+        ready_rows.push_back({pending_file[k], static_cast<uint32_t>(ready_members.size()),
+                              pending_starts[k + 1] - pending_starts[k]});
+        ready_members.insert(ready_members.end(), pending_members.begin() + pending_starts[k],
+                             pending_members.begin() + pending_starts[k + 1]);
+      }
+      ready.emplace_back(begin, ready_rows.size());
+      ++emitted;
+    };
     if (!opt.balance) {
-      batches.emplace_back(count);
-      std::iota(batches[0].begin(), batches[0].end(), size_t{0});
+      std::vector<uint32_t> all(count);
+      std::iota(all.begin(), all.end(), 0u);
+      add_batch(all);
     } else {
-      const auto dealt = deal_rows(count);
-      for (int m = 0; m < opt.micro_batches; ++m) batches.push_back(dealt[size_t(m) * opt.world_size + opt.rank]);
+      deal(count);
+      std::vector<uint32_t> rows;
+      for (int m = 0; m < opt.micro_batches; ++m) {
+        const uint32_t j = static_cast<uint32_t>(m * opt.world_size + opt.rank);
+        rows.clear();
+        for (uint32_t k = 0; k < count; ++k)
+          if (owner[k] == j) rows.push_back(k);  // in read order
+        add_batch(rows);
+      }
     }
-    std::vector<Batch> built;
-    for (const auto& rows : batches) built.push_back(build_batch(rows));
     clear_pending();
-    for (Batch& b : built)
-      if (!push(std::move(b))) return false;
-    return true;
   }
 
-  // Deals the pending rows into world_size x micro_batches batches by real tokens (reader.h).
-  std::vector<std::vector<size_t>> deal_rows(size_t count) {
+  // Deals the pending rows into world_size x micro_batches batches by real tokens (reader.h): owner[k] is the batch
+  // of pending row k. A rank deals every row of a step, so this is the part of its work that grows with the world:
+  // the rows are ordered by a counting sort (most tokens first, ties in read order: tokens are at most seq_len), and
+  // each round's batches by one key, (load, index), which orders them as a stable sort by load does.
+  void deal(size_t count) {
     const size_t B = size_t(opt.world_size) * size_t(opt.micro_batches);
-    std::vector<size_t> tokens(count), order(count);
-    for (size_t r = 0; r < count; ++r)
-      tokens[r] = pending.token_offsets[pending_rows[r + 1]] - pending.token_offsets[pending_rows[r]];
-    std::iota(order.begin(), order.end(), size_t{0});
-    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return tokens[a] > tokens[b]; });
-    std::vector<std::vector<size_t>> dealt(B);
-    std::vector<size_t> load(B, 0), by_load(B);
+    const size_t most = static_cast<size_t>(opt.seq_len);
+    by_tokens.assign(most + 2, 0);
+    for (size_t k = 0; k < count; ++k) ++by_tokens[most - std::min<size_t>(pending_tokens[k], most) + 1];
+    for (size_t t = 1; t < by_tokens.size(); ++t) by_tokens[t] += by_tokens[t - 1];
+    order.resize(count);
+    for (size_t k = 0; k < count; ++k)
+      order[by_tokens[most - std::min<size_t>(pending_tokens[k], most)]++] = static_cast<uint32_t>(k);
+    owner.assign(count, 0);
+    load_keys.resize(B);
+    for (size_t j = 0; j < B; ++j) load_keys[j] = j;  // load 0, index j
     for (size_t round = 0; round < count; round += B) {
-      std::iota(by_load.begin(), by_load.end(), size_t{0});
-      std::stable_sort(by_load.begin(), by_load.end(), [&](size_t a, size_t b) { return load[a] < load[b]; });
+      std::sort(load_keys.begin(), load_keys.end());
       for (size_t i = 0; i < B && round + i < count; ++i) {
-        const size_t row = order[round + i];
-        dealt[by_load[i]].push_back(row);
-        load[by_load[i]] += tokens[row];
+        const uint32_t row = order[round + i];
+        const auto batch = static_cast<uint32_t>(load_keys[i] & 0xffffffffu);
+        owner[row] = batch;
+        load_keys[i] += uint64_t{pending_tokens[row]} << 32;
       }
     }
-    for (auto& rows : dealt) std::sort(rows.begin(), rows.end());
-    return dealt;
   }
 
-  // Adds rows of `data`; emits full batches. False when stopping.
-  bool add_rows(const ShardData& data, const std::vector<Row>& rows) {
-    for (const Row& row : rows) {
-      for (size_t q : row) pending.append_from(data.sequences, q);
-      pending_rows.push_back(pending.size());
-      ++epoch_rows;
-      if (static_cast<int>(pending_rows.size() - 1) == chunk_rows && !emit()) return false;
-    }
-    return true;
-  }
-
-  void produce() {
-    for (uint64_t epoch = 0;; ++epoch) {
-      const uint64_t epoch_key = splitmix64(opt.seed + epoch);
-      const int64_t pushed_before = pushed;
-      epoch_rows = 0;
-      if (sample_mode) {
-        // All files as one list of rows; this rank takes every W-th after the common shuffle.
-        std::vector<std::shared_ptr<const ShardData>> shards;
-        std::vector<std::pair<size_t, size_t>> all;  // (file, row)
-        for (size_t f = 0; f < opt.files.size(); ++f) {
-          shards.push_back(load(f));
-          for (size_t r = 0; r < shards.back()->rows(); ++r) all.emplace_back(f, r);
-        }
-        if (opt.shuffle) PythonRandom(epoch_key).shuffle(all);
-        std::vector<std::vector<size_t>> mine(opt.files.size());
-        for (size_t p = static_cast<size_t>(read_rank); p < all.size(); p += static_cast<size_t>(read_world))
-          mine[all[p].first].push_back(all[p].second);
-        // Rows keep their shuffled order within a file; files follow one another.
-        for (size_t f = 0; f < opt.files.size(); ++f)
-          if (!add_rows(*shards[f], rows_of(*shards[f], mine[f]))) return;
-      } else {
-        std::vector<size_t> order = owned;
-        if (opt.shuffle) PythonRandom(epoch_key).shuffle(order);
-        for (size_t f : order) {
-          const auto data = load(f);
-          std::vector<size_t> row_order(data->rows());
-          std::iota(row_order.begin(), row_order.end(), size_t{0});
-          if (opt.shuffle) PythonRandom(splitmix64(epoch_key + f + 1)).shuffle(row_order);
-          if (!add_rows(*data, rows_of(*data, row_order))) return;
-        }
+  // Plans until a batch is ready; false at the end of a non-repeating pass.
+  bool plan() {
+    while (ready.empty()) {
+      if (finished) return false;
+      if (!epoch_open) start_epoch();
+      if (plan_next_row()) {
+        if (static_cast<int>(pending_file.size()) == chunk_rows) emit();
+        continue;
       }
-      if (pending.size() > 0) {
+      // The epoch's end.
+      if (!pending_file.empty()) {
         if (!opt.drop_last) {
-          if (!emit()) return;
+          emit();
         } else {
           clear_pending();
         }
       }
-      if (!opt.repeat) return;
-      if (pushed == pushed_before)
+      epoch_open = false;
+      if (emitted == emitted_before && opt.repeat)
         throw_input(opt.files.size() == 1 ? opt.files[0] : "data reader",
                     cat("the training data gives this rank ", epoch_rows, " rows per epoch, fewer than one batch of ",
                         chunk_rows, " rows: nothing to train on"));
+      ++epoch;
+      if (!opt.repeat) finished = true;
+    }
+    return true;
+  }
+
+  void fill(BatchView& view) {
+    const auto [begin, end] = ready.front();
+    ready.pop_front();
+    BatchWriter writer(view, opt.pad_predictions, shape.packed ? opt.packed_max_predictions : opt.max_predictions);
+    for (size_t k = begin; k < end; ++k) {
+      const ReadyRow& row = ready_rows[k];
+      ShardRows& rows = rows_of_file(row.file);
+      for (uint32_t i = row.first; i < row.first + row.count; ++i) rows.read(ready_members[i], writer);
+      writer.end_row();
+    }
+    writer.finish();
+    stats.rows += static_cast<int64_t>(end - begin);
+    if (ready.empty()) {
+      ready_rows.clear();
+      ready_members.clear();
     }
   }
 };
@@ -327,7 +360,6 @@ PretrainingReader::PretrainingReader(ReaderOptions options) : impl_(std::make_un
     throw_input("data reader", "packed_max_predictions must be at least max_predictions");
   if (o.balance && (o.micro_batches < 1 || !o.drop_last))
     throw_input("data reader", "balanced batches need micro_batches >= 1 and drop_last");
-  m.limits = {o.vocab_size, o.seq_len, o.max_predictions};
   m.read_rank = o.balance ? 0 : o.rank;
   m.read_world = o.balance ? 1 : o.world_size;
   m.chunk_rows = o.balance ? o.batch_rows * o.world_size * o.micro_batches : o.batch_rows;
@@ -335,82 +367,80 @@ PretrainingReader::PretrainingReader(ReaderOptions options) : impl_(std::make_un
   m.sample_mode = o.files.size() < static_cast<size_t>(W);
   for (size_t f = static_cast<size_t>(R); f < o.files.size(); f += static_cast<size_t>(W)) m.owned.push_back(f);
 
-  // Open and classify every file now, so a missing or foreign file fails before training starts.
-  std::vector<ShardCounts> counts;
+  // The layouts first (a file that is no shard fails here, naming it), then every index this rank plans from, so a
+  // bad file, index or row length fails before training starts.
   std::vector<ShardLayout> layouts;
-  for (const auto& path : o.files) {
-    counts.push_back(count_shard(path));
-    layouts.push_back(counts.back().layout);
-  }
+  for (const auto& path : o.files) layouts.push_back(detect_layout(path));
   m.shape = batch_shape(o, layouts);  // refuses packed and unpacked files in one list
-  const bool any_packed = !layouts.empty() && layouts[0] == ShardLayout::packed;
+  m.packs = o.pack && layouts[0] != ShardLayout::PACKED;
+  std::vector<size_t> planned = m.owned;  // the files whose lengths this rank plans from
+  if (m.sample_mode) {
+    planned.resize(o.files.size());
+    std::iota(planned.begin(), planned.end(), size_t{0});
+  }
+  m.files.resize(o.files.size());
+  size_t total_rows = 0;
+  for (size_t f : planned) {
+    const auto index = m.index_of(f);
+    m.files[f].rows = index->rows();
+    m.files[f].sequences = index->sequences();
+    total_rows += m.files[f].rows;
+    if (total_rows <= kKeptRows) m.files[f].index = index;
+  }
+  m.keep_indexes = total_rows <= kKeptRows;
+  if (!m.keep_indexes)
+    for (auto& file : m.files) file.index.reset();
 
   int64_t mine = 0;
   if (m.sample_mode) {
-    m.cache_all = true;  // fewer files than ranks: few and read every epoch
-    for (size_t f = 0; f < o.files.size(); ++f) mine += counts[f].sequences;
-    if (!any_packed) {
+    for (size_t f = 0; f < o.files.size(); ++f) mine += m.files[f].sequences;
+    if (layouts[0] != ShardLayout::PACKED) {
       const int64_t rows = mine;
       mine = rows / W + (R < rows % W ? 1 : 0);
     } else {
       // Packed rows hold different numbers of sequences: count epoch 0's assignment.
       std::vector<std::pair<size_t, size_t>> all;
       for (size_t f = 0; f < o.files.size(); ++f)
-        for (int64_t r = 0; r < counts[f].rows; ++r) all.emplace_back(f, static_cast<size_t>(r));
+        for (size_t r = 0; r < m.files[f].rows; ++r) all.emplace_back(f, r);
       if (o.shuffle) PythonRandom(splitmix64(o.seed)).shuffle(all);
       mine = 0;
-      for (size_t p = static_cast<size_t>(R); p < all.size(); p += static_cast<size_t>(W)) {
-        auto data = m.load(all[p].first);
-        mine += static_cast<int64_t>(data->row_offsets[all[p].second + 1] - data->row_offsets[all[p].second]);
-      }
+      for (size_t p = static_cast<size_t>(R); p < all.size(); p += static_cast<size_t>(W))
+        mine += m.index_of(all[p].first)->row_sequences(all[p].second);
     }
   } else {
-    int64_t rows_total = 0;
-    for (size_t f : m.owned) {
-      mine += counts[f].sequences;
-      rows_total += counts[f].rows;
-    }
-    m.cache_all = rows_total <= 200000;  // small data (the mini benchmark) stays in memory
+    for (size_t f : m.owned) mine += m.files[f].sequences;
   }
   m.sample_count = o.balance ? mine / o.world_size : mine;  // balanced: a share of everything
-  m.worker = std::thread([&m] {
-    try {
-      m.produce();
-    } catch (...) {
-      std::lock_guard<std::mutex> lock(m.mutex);
-      m.error = std::current_exception();
-    }
-    std::lock_guard<std::mutex> lock(m.mutex);
-    m.finished = true;
-    m.changed.notify_all();
-  });
 }
 
-PretrainingReader::~PretrainingReader() {
-  {
-    std::lock_guard<std::mutex> lock(impl_->mutex);
-    impl_->stop = true;
-    impl_->changed.notify_all();
-  }
-  if (impl_->worker.joinable()) impl_->worker.join();
-}
+PretrainingReader::~PretrainingReader() = default;
 
-bool PretrainingReader::next(Batch& batch) {
+bool PretrainingReader::next(BatchView& batch) {
   Impl& m = *impl_;
-  std::unique_lock<std::mutex> lock(m.mutex);
-  m.changed.wait(lock, [&] { return !m.queue.empty() || m.finished; });
-  if (!m.queue.empty()) {
-    batch = std::move(m.queue.front());
-    m.queue.pop_front();
-    m.changed.notify_all();
-    return true;
-  }
-  if (m.error) std::rethrow_exception(m.error);
-  return false;
+  const BatchCapacity& c = m.shape.capacity;
+  BERT_CHECK(batch.capacity.tokens == c.tokens && batch.capacity.sequences == c.sequences &&
+                 batch.capacity.predictions == c.predictions && batch.capacity.max_seqlen == c.max_seqlen,
+             "a reader's batch must have its capacity");
+  if (!m.plan()) return false;
+  m.fill(batch);
+  return true;
 }
 
 int64_t PretrainingReader::samples() const { return impl_->sample_count; }
-BatchCapacity PretrainingReader::capacity() const { return impl_->shape.capacity; }
-bool PretrainingReader::packed() const { return impl_->shape.packed; }
+BatchShape PretrainingReader::shape() const { return impl_->shape; }
+
+ReadStats PretrainingReader::stats() const {
+  const Impl& m = *impl_;
+  ReadStats s = m.stats;
+  s.shard_bytes = m.closed_shard_bytes;
+  s.value_bytes = m.closed_value_bytes;
+  s.index_bytes = m.closed_index_bytes + m.index_bytes;
+  for (const auto& [f, rows] : m.open) {
+    s.shard_bytes += rows->shard_bytes_read();
+    s.value_bytes += rows->value_bytes_read();
+    s.index_bytes += rows->index_bytes_read();
+  }
+  return s;
+}
 
 }  // namespace bertperf

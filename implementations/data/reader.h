@@ -1,7 +1,9 @@
 // The training-data reader: MLPerf HDF5 shards (fixed-length, variable-length or packed layouts,
-// data/layouts.h) turned into Batches for the model. Shards are split across ranks, samples
-// shuffled per epoch from the run seed, and the next batch is read on a background thread while
-// the current one trains.
+// data/layouts.h) turned into batches for the model, the BatchSource (data/batch_source.h) of training and eval.
+// Shards are split across ranks and samples shuffled per epoch from the run seed. The reader plans from each
+// shard's length index (data/shard_index.h: per row, its tokens, predictions and sequences) and reads the bytes of
+// the rows it hands out only, straight into the caller's batch; it reads on the caller's thread (the batch
+// pipeline, model/batch_pipeline.h, reads ahead).
 //
 // Split across ranks: with at least as many files as ranks, rank r owns files r, r+W, r+2W, ... (in
 // the order given); with fewer files, every rank reads every file and takes rows r, r+W, ... of
@@ -31,8 +33,8 @@
 // (ties: lowest batch index). Batch j = m x world_size + rank is this rank's m-th of the step, its
 // rows in read order (the numbering of the training step's dropout, harness/train_step.h). Every batch gets batch_rows rows, and the real tokens of any two
 // batches of a step differ by at most one longest row; W ranks with n micro-batches get exactly
-// the batches one rank with W x n micro-batches gets. Every rank reads every file (I/O grows
-// with the ranks), and drop_last is required.
+// the batches one rank with W x n micro-batches gets. Every rank reads the length index of every
+// row of a step and the bytes of its own rows only, and drop_last is required.
 //
 // Batches (data/batch.h): a batch's rows give their sequences end to end in row order (a packed
 // row's sequences in their order), with capacity batch_rows x seq_len tokens, batch_rows x
@@ -49,8 +51,9 @@
 #include <string>
 #include <vector>
 
-#include "data/batch.h"
+#include "data/batch_source.h"
 #include "data/layouts.h"
+#include "data/packing.h"
 
 namespace bertperf {
 
@@ -67,9 +70,8 @@ struct ReaderOptions {
   bool drop_last = true;     // false for eval: the last, smaller batch is kept
   int vocab_size = 30522;    // token ids and labels must be below this (0: unchecked)
   bool pack = false;         // pack unpacked sequences into rows (see above)
-  int max_sequences_per_row = 3;
-  int packed_max_predictions = 80;  // slots per packed row: >= 0.15*512 + 3 halves, rounded up
-  int prefetch = 2;          // batches prepared ahead
+  int max_sequences_per_row = kPackedRow.max_sequences;    // data/packing.h
+  int packed_max_predictions = kPackedRow.max_predictions;  // masked-LM slots per packed row
   bool balance = false;      // balanced batches (above)
   int micro_batches = 1;     // batches per optimizer step on each rank (with balance)
   // Every row gets exactly its max_predictions (or packed_max_predictions) masked-LM slots, the
@@ -80,21 +82,33 @@ struct ReaderOptions {
   bool pad_predictions = true;
 };
 
-class PretrainingReader {
+// What a reader has read: the bytes of its rows from the shards, and of the length indexes (their lengths and the
+// places of the rows it read).
+struct ReadStats {
+  uint64_t shard_bytes = 0;
+  uint64_t value_bytes = 0;  // of the values the rows hold (what a read of exactly them would read)
+  uint64_t index_bytes = 0;
+  int64_t rows = 0;  // rows handed out
+};
+
+class PretrainingReader : public BatchSource {
  public:
-  // Opens every file this rank reads and checks its layout; bad files throw InputError here.
+  // Opens every file this rank reads and its length index (building it where there is none), and checks both and
+  // the rows' lengths against the options; bad files throw InputError here.
   explicit PretrainingReader(ReaderOptions options);
-  ~PretrainingReader();
-  // Fills `batch` and returns true, or returns false at the end of a non-repeating pass. Errors
-  // found while reading (a damaged shard, a bad record) are thrown from here.
-  bool next(Batch& batch);
-  // Total samples over this rank's shards (sequences, also for packed rows; in sample mode with
-  // packed files, those of epoch 0's assignment).
-  int64_t samples() const;
-  // Whether batches hold packed rows (a packed file, or `pack`), and the fixed sizes of every batch this reader
-  // hands out: its batch_shape().
-  bool packed() const;
-  BatchCapacity capacity() const;
+  ~PretrainingReader() override;
+  using BatchSource::next;
+  // Fills `batch` and returns true, or returns false at the end of a non-repeating pass. Errors found while reading
+  // (a damaged shard, a bad record, a shard that changed under its index) are thrown from here.
+  bool next(BatchView& batch) override;
+  // Total samples over this rank's shards (sequences, also for packed rows; in sample mode with packed files, those
+  // of epoch 0's assignment).
+  int64_t samples() const override;
+  // Whether batches hold packed rows (a packed file, or `pack`), and the fixed sizes of every batch: batch_shape().
+  BatchShape shape() const override;
+  bool packed() const { return shape().packed; }
+  BatchCapacity capacity() const { return shape().capacity; }
+  ReadStats stats() const;
 
  private:
   struct Impl;
@@ -105,12 +119,10 @@ class PretrainingReader {
 // (a packed file keeps its packing; `pack` packs unpacked sequences; packed and unpacked files in one list are an
 // InputError) and its fixed capacity (above). `layouts` are those of o.files, in order; without them each file is
 // opened for its layout (its keys, not its data). The reader decides with this function too.
-struct BatchShape {
-  bool packed = false;
-  BatchCapacity capacity;
-};
 BatchShape batch_shape(const ReaderOptions& o, const std::vector<ShardLayout>& layouts);
 BatchShape batch_shape(const ReaderOptions& o);
+// The shape when the rows are packed or not (`o.pack` aside): what a config's batches hold before a file is read.
+BatchShape batch_shape(const ReaderOptions& o, bool packed);
 
 // The mixing function of the shuffle scheme above.
 uint64_t splitmix64(uint64_t x);

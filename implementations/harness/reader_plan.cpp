@@ -5,7 +5,7 @@
 
 namespace bertperf {
 
-ReaderPlan reader_plan(const TrainConfig& c, DataSet set, int rank, int world, uint64_t seed) {
+ReaderOptions reader_options(const TrainConfig& c, DataSet set, int rank, int world, uint64_t seed) {
   ReaderOptions o;
   o.rank = rank;
   o.world_size = world;
@@ -27,10 +27,23 @@ ReaderPlan reader_plan(const TrainConfig& c, DataSet set, int rank, int world, u
     o.repeat = false;
     o.drop_last = false;
   }
+  return o;
+}
+
+BatchCapacity train_capacity(const TrainConfig& c) {
+  return batch_shape(reader_options(c, DataSet::TRAIN, 0, 1), c.packed).capacity;
+}
+
+BatchCapacity eval_capacity(const TrainConfig& c) {
+  return batch_shape(reader_options(c, DataSet::EVAL, 0, 1), c.packed).capacity;
+}
+
+ReaderPlan reader_plan(const TrainConfig& c, DataSet set, int rank, int world, uint64_t seed) {
+  const ReaderOptions o = reader_options(c, set, rank, world, seed);
   std::vector<ShardLayout> layouts;
   for (const std::string& path : o.files) {
     layouts.push_back(detect_layout(path));
-    if (set == DataSet::TRAIN && layouts.back() == ShardLayout::packed && !c.packed)
+    if (set == DataSet::TRAIN && layouts.back() == ShardLayout::PACKED && !c.packed)
       throw_input(c.source + ": data", cat("field 'packed' is false, but the train file ", path,
                                            " holds packed rows (the packed layout): set \"packed\": true"));
   }

@@ -1,5 +1,5 @@
-// The readers of a training job, from its config and its files: the one place where reader options and the
-// capacity of their batches (which sizes the model) are derived. The training session, the probes and the tests
+// The data plan of a training job, from its config and its files: the one place where reader options and the
+// capacity of their batches (which sizes the model, the schedule's sample count and the memory estimate) are derived. The training session, the probes and the tests
 // build their readers from it.
 #pragma once
 
@@ -27,5 +27,13 @@ struct ReaderPlan {
 // packing also sets the schedule's sample count and the memory estimate, which are fixed before any file is read).
 // Opens each file of the set for its layout (its keys, no data).
 ReaderPlan reader_plan(const TrainConfig& config, DataSet set, int rank, int world, uint64_t seed = 0);
+// The options alone, without opening a file.
+ReaderOptions reader_options(const TrainConfig& config, DataSet set, int rank, int world, uint64_t seed = 0);
+
+// The capacity of every training and eval batch as the config's packing says, before any file is read: the
+// schedule's sample count and the memory estimate (harness/train_config.h) take them from here. The training one is
+// exact (packed train shards need "packed": true); a packed eval file under "packed": false holds more sequences.
+BatchCapacity train_capacity(const TrainConfig& config);
+BatchCapacity eval_capacity(const TrainConfig& config);
 
 }  // namespace bertperf

@@ -180,6 +180,7 @@ TimedRunResult timed_run(const TrainConfig& config, const SystemDescription& sys
   double last_accuracy = -1;
   auto interval_start = Clock::now();
   int64_t interval_start_samples = 0;
+  double interval_start_wait = 0;  // the run's time waiting for training batches so far (rank 0's)
   auto on_step = [&](const TrainProgress& p) {
     if (options.state) options.state->samples = p.samples_trained;
     const double rate = double(p.samples_trained - interval_start_samples) / std::max(1e-9, seconds_since(interval_start));
@@ -201,7 +202,10 @@ TimedRunResult timed_run(const TrainConfig& config, const SystemDescription& sys
     if (diverged) {
       result.abort_reason = cat("non-finite training loss at ", samples, " samples");
     } else {
-      log.event("tracked_stats", {{"throughput", throughput}}, {{"epoch_num", samples}});
+      // Beside the interval's throughput, the seconds of it rank 0 waited for training batches (0 when the
+      // pipeline keeps up; model/batch_pipeline.h).
+      log.event("tracked_stats", {{"throughput", throughput}, {"data_wait_s", p.data_wait_s - interval_start_wait}},
+                {{"epoch_num", samples}});
     }
     log.start("eval_start", samples, {{"epoch_num", samples}});
     const EvalResult eval = run->evaluate();
@@ -232,6 +236,7 @@ TimedRunResult timed_run(const TrainConfig& config, const SystemDescription& sys
     }
     interval_start = Clock::now();
     interval_start_samples = samples;
+    interval_start_wait = p.data_wait_s;
   }
   progress.finish();
 

@@ -1,5 +1,5 @@
-// One training job (train_session.h): the training stack, the readers, and the cross-rank agreement on each step's
-// statistics.
+// One training job (train_session.h): the training stack, the readers and their batch pipelines, and the
+// cross-rank agreement on each step's statistics.
 #include "harness/train_session.h"
 
 #include <cmath>
@@ -8,6 +8,7 @@
 #include "data/layouts.h"
 #include "data/reader.h"
 #include "harness/reader_plan.h"
+#include "model/batch_pipeline.h"
 #include "harness/train_stack.h"
 #include "model/checkpoint.h"
 #include "optim/lr_schedule.h"
@@ -21,17 +22,13 @@ struct TrainSession::Impl {
   ReaderPlan train_data, eval_data;
   TrainStack stack;
   std::unique_ptr<PretrainingReader> train_reader;
-  std::vector<Batch> micro;                // this step's micro-batches
-  std::vector<const Batch*> micro_ptrs;
-  // On a backend with static shapes (a GPU), the next step's micro-batches are read and staged while this step
-  // runs (TrainStep::stage_next); the sets take turns. The CPU reads each step's batches when it starts.
-  std::vector<Batch> ahead;
-  std::vector<const Batch*> ahead_ptrs;
+  // The reader's batches staged for the step (model/batch_pipeline.h): on an asynchronous backend the next step's
+  // are asked for while a step runs, so `ahead` holds them between steps.
+  std::unique_ptr<BatchPipeline> train_batches;
+  StagedStep current, ahead;
   bool ahead_ready = false;
-  std::vector<Batch> eval_batches;         // read once, on the first evaluation
-  bool eval_loaded = false;
-  // Eval batches take turns between two stages, so one is packed and uploaded while the other's forward runs.
-  std::vector<BatchStage> eval_stages;
+  // The eval set, read once on the first evaluation; every evaluation stages it through a pipeline of its own.
+  std::unique_ptr<CachedSource> eval_set;
   TrainProgress progress;
   int64_t eval_sequences = 0;
 
@@ -41,13 +38,7 @@ struct TrainSession::Impl {
         seed(agree(run_seed, d)),
         train_data(reader_plan(c, DataSet::TRAIN, d.rank(), d.size(), seed)),
         eval_data(reader_plan(c, DataSet::EVAL, d.rank(), d.size())),
-        stack(stack_spec(c, seed, train_data.capacity, eval_data.capacity), d),
-        micro(c.grad_accum_steps) {
-    for (const Batch& b : micro) micro_ptrs.push_back(&b);
-    if (stack.backend().capabilities().static_shapes) {
-      ahead.resize(micro.size());
-      for (const Batch& b : ahead) ahead_ptrs.push_back(&b);
-    }
+        stack(stack_spec(c, seed, train_data.capacity, eval_data.capacity), d) {
     // An empty eval set would report accuracy 0 over sequences never evaluated.
     eval_sequences = count_shard(c.eval_file).sequences;
     if (eval_sequences == 0) throw_input(c.eval_file, "the eval file holds no sequences");
@@ -67,29 +58,29 @@ struct TrainSession::Impl {
 
   // The MLPerf clock must start before any data is touched, so the reader opens its shards on the first training
   // step, after the harness has logged run_start.
-  PretrainingReader& reader() {
-    if (!train_reader) train_reader = std::make_unique<PretrainingReader>(train_data.options);
-    return *train_reader;
+  BatchPipeline& batches() {
+    if (!train_batches) {
+      train_reader = std::make_unique<PretrainingReader>(train_data.options);
+      train_batches = std::make_unique<BatchPipeline>(stack.backend(), *train_reader, config.grad_accum_steps,
+                                                      LossWeighting::MEAN);
+    }
+    return *train_batches;
   }
 
   void optimizer_step() {
+    BatchPipeline& pipeline = batches();
     if (ahead_ready) {
-      std::swap(micro, ahead);  // vector swaps keep the elements where they are, so the pointer lists swap too
-      std::swap(micro_ptrs, ahead_ptrs);
+      std::swap(current, ahead);
       ahead_ready = false;
-    } else {
-      for (Batch& b : micro)
-        if (!reader().next(b)) throw_input(config.source, "training data ran out (no batches)");
+    } else if (!pipeline.next(current)) {
+      throw_input(config.source, "training data ran out (no batches)");
     }
     TrainStep& step = stack.step();
-    step.launch(micro_ptrs, progress.optimizer_steps);
-    if (!ahead.empty()) {
-      bool all = true;
-      for (Batch& b : ahead) all = all && reader().next(b);
-      if (all) step.stage_next(ahead_ptrs);
-      ahead_ready = all;  // a reader that ran out says so at the next step, as without reading ahead
-    }
+    step.launch(current, progress.optimizer_steps);
+    // A reader that ran out says so at the next step, as without reading ahead.
+    if (pipeline.reads_ahead()) ahead_ready = pipeline.next(ahead);
     const StepStats s = step.finish();
+    progress.data_wait_s = pipeline.wait_seconds();
     // Summed over ranks in one all-reduce: sequences, loss, and whether anything was not finite.
     const double loss = s.loss.mlm_loss + s.loss.nsp_loss;
     double status[3] = {double(s.sequences), loss, (std::isfinite(loss) && s.nonfinite == 0) ? 0.0 : 1.0};
@@ -106,19 +97,17 @@ struct TrainSession::Impl {
   }
 
   EvalResult evaluate() {
-    if (!eval_loaded) {
-      // Read once per run; every later evaluation only stages and runs.
+    if (!eval_set) {  // read once per run; every later evaluation only stages and runs
       PretrainingReader eval_reader(eval_data.options);
-      for (Batch b; eval_reader.next(b);) eval_batches.push_back(std::move(b));
-      eval_stages.reserve(2);
-      for (int k = 0; k < 2; ++k) eval_stages.emplace_back(stack.backend(), eval_data.capacity);
-      eval_loaded = true;
+      eval_set = std::make_unique<CachedSource>(eval_reader);
     }
+    eval_set->rewind();
+    BatchPipeline pipeline(stack.backend(), *eval_set, 1, LossWeighting::SUM);
     BertModel& model = stack.model();
     model.zero_stats();
     double weight = 0, samples = 0;
-    for (size_t k = 0; k < eval_batches.size(); ++k) {
-      const DeviceBatch& device = eval_stages[k % 2].stage(eval_batches[k], LossWeighting::SUM);
+    for (StagedStep batch; pipeline.next(batch);) {
+      const DeviceBatch& device = *batch.micro[0];
       model.forward(device, stack.params().weights(), false, nullptr, 0);
       weight += device.mlm_weight;
       samples += device.real_sequences;

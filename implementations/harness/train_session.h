@@ -24,6 +24,7 @@ struct TrainProgress {
   double learning_rate = 0;     // of the last optimizer step
   double grad_norm = 0;         // the last clip's global norm (rank 0's)
   bool non_finite_loss = false; // a NaN/Inf loss or gradient was seen: the run must abort
+  double data_wait_s = 0;       // this rank's time waiting for training batches (model/batch_pipeline.h)
 };
 
 struct EvalResult {

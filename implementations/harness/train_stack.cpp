@@ -53,8 +53,7 @@ TrainStack::TrainStack(const TrainStackSpec& spec, DistContext& dist)
       model_(*backend_, spec.model, table_, largest(spec.train_capacity, spec.eval_capacity)),
       step_(*backend_, model_, params_, lamb_, *reducer_,
             {.micro_batches = spec.micro_batches, .ranks = dist.size(), .rank = dist.rank(), .seed = spec.seed,
-             .clip = spec.clip, .capture = spec.backend.capture},
-            spec.train_capacity) {
+             .clip = spec.clip, .capture = spec.backend.capture}) {
   FlatTensors host(table_);
   if (spec.init_checkpoint.empty()) {
     bert_init_parameters(host, spec.model, spec.init_seed);

@@ -8,19 +8,17 @@
 namespace bertperf {
 
 TrainStep::TrainStep(Backend& backend, BertModel& model, ParamBuffers& params, Lamb& lamb, GradReducer& reducer,
-                     const StepOptions& options, BatchCapacity capacity)
+                     const StepOptions& options)
     : backend_(backend), model_(model), params_(params), lamb_(lamb), reducer_(reducer), options_(options) {
   BERT_CHECK(options.micro_batches > 0 && options.ranks > 0 && options.rank >= 0 && options.rank < options.ranks,
              "a training step needs micro_batches > 0 and a rank inside its world");
-  stages_.reserve(2 * options.micro_batches);
-  for (int m = 0; m < 2 * options.micro_batches; ++m) stages_.emplace_back(backend, capacity);
   scalars_ = DeviceBuffer(backend, sizeof(ops::StepScalars));
   host_scalars_ = DeviceBuffer(backend, sizeof(ops::StepScalars), MemoryKind::PINNED);
   const int parts = options.micro_batches * options.ranks;
   if (options.clip == ClipMode::PER_MICRO_BATCH && parts > 1)
     accumulator_ = DeviceBuffer(backend, params.elements() * dtype_size(backend.master_dtype()));
   on_ready_ = [this](size_t begin, size_t end) { reducer_.ready(params_.grads(), begin, end); };
-  for (auto& v : staged_) v.reserve(options.micro_batches);  // so that no step allocates
+  for (auto& v : batches_) v.reserve(options.micro_batches);  // so that no step allocates
   can_capture_ = options.capture && backend.capabilities().capture && options.ranks == 1;
   // A sharded reducer: this rank clips and updates the chunks of its part of the buffer.
   const FlatRange part = reducer.part(params.elements());
@@ -37,32 +35,20 @@ TrainStep::TrainStep(Backend& backend, BertModel& model, ParamBuffers& params, L
 
 TrainStep::~TrainStep() = default;
 
-StepStats TrainStep::run(const std::vector<const Batch*>& micro, int64_t updates_done) {
-  launch(micro, updates_done);
+StepStats TrainStep::run(const StagedStep& batches, int64_t updates_done) {
+  launch(batches, updates_done);
   return finish();
 }
 
-void TrainStep::stage(int set, const std::vector<const Batch*>& micro) {
-  const int n = options_.micro_batches;
-  BERT_CHECK(static_cast<int>(micro.size()) == n, "a step of ", n, " micro-batches was handed ", micro.size());
-  for (int m = 0; m < n; ++m) stages_[set * n + m].stage(*micro[m], LossWeighting::MEAN);
-  staged_[set] = micro;
-}
-
-void TrainStep::stage_next(const std::vector<const Batch*>& next) {
-  BERT_CHECK(in_flight_, "TrainStep::stage_next belongs between launch() and finish()");
-  stage(1 - set_, next);
-  next_staged_ = true;
-}
-
-void TrainStep::launch(const std::vector<const Batch*>& micro, int64_t updates_done) {
+void TrainStep::launch(const StagedStep& batches, int64_t updates_done) {
   const int n = options_.micro_batches, W = options_.ranks;
   BERT_CHECK(!in_flight_, "TrainStep::launch called twice without finish()");
-  BERT_CHECK(static_cast<int>(micro.size()) == n, "a step of ", n, " micro-batches was handed ", micro.size());
-  // The sets take turns; the next set already holds these batches when stage_next() was handed them.
-  const int set = 1 - set_;
-  if (!(next_staged_ && staged_[set] == micro)) stage(set, micro);
-  next_staged_ = false;
+  BERT_CHECK(static_cast<int>(batches.micro.size()) == n && (batches.set == 0 || batches.set == 1), "a step of ", n,
+             " micro-batches was handed ", batches.micro.size());
+  const int set = batches.set;
+  // A set's graph was captured on its batches: a set keeps its buffers (model/batch_pipeline.h).
+  BERT_CHECK(!graphs_[set] || batches_[set] == batches.micro, "a captured step was handed other buffers for its set");
+  batches_[set].assign(batches.micro.begin(), batches.micro.end());
 
   // The step's scalars: the dropout step of micro-batch m on this rank is updates_done * n * W + m * W + rank, so
   // a micro-batch draws the same masks whether it runs as one of n on one rank or on one of n ranks.
@@ -74,7 +60,7 @@ void TrainStep::launch(const std::vector<const Batch*>& micro, int64_t updates_d
   backend_.upload(scalars_.data(), &host, sizeof host);
 
   pending_ = StepStats{};
-  for (int m = 0; m < n; ++m) pending_.sequences += stages_[set * n + m].device().real_sequences;
+  pending_.sequences = batches.sequences;
   model_.zero_stats();
   // The first step runs eagerly (every op at its shape once); each set is captured at its first step after that.
   if (can_capture_ && steps_launched_ > 0 && !graphs_[set]) {
@@ -86,7 +72,6 @@ void TrainStep::launch(const std::vector<const Batch*>& micro, int64_t updates_d
   } else {
     issue(set);
   }
-  set_ = set;
   in_flight_ = true;
   ++steps_launched_;
 }
@@ -116,7 +101,7 @@ void TrainStep::issue(int set) {
 
   if (options_.clip == ClipMode::PER_MICRO_BATCH) {
     for (int m = 0; m < n; ++m) {
-      const DeviceBatch& batch = stages_[set * n + m].device();
+      const DeviceBatch& batch = *batches_[set][m];
       model_.forward(batch, weights, true, &scalars->dropout, static_cast<uint32_t>(m * W));
       backend_.fill_zero(grads, grad_bytes);
       model_.backward(batch, weights, grads, 1.0f);
@@ -136,7 +121,7 @@ void TrainStep::issue(int set) {
     backend_.fill_zero(grads, grad_bytes);
     static const GradientsReady no_hook;
     for (int m = 0; m < n; ++m) {
-      const DeviceBatch& batch = stages_[set * n + m].device();
+      const DeviceBatch& batch = *batches_[set][m];
       model_.forward(batch, weights, true, &scalars->dropout, static_cast<uint32_t>(m * W));
       model_.backward(batch, weights, grads, 1.0f / static_cast<float>(n * W),
                       m + 1 == n ? on_ready_ : no_hook);

@@ -16,18 +16,18 @@
 // outside. Capture needs one rank for now (the MPI reducer works on the host between ops); StepOptions::capture
 // false keeps every step eager.
 //
-// Batches are staged in two sets of buffers (pinned host memory and backend memory) used in turn: the caller
-// hands the next step's batches to stage_next() while this step runs (between launch() and finish()), so the
-// host packs them, and their copy is queued, while the device still works on this step.
+// A step's batches come staged in backend memory from the batch pipeline (model/batch_pipeline.h), in two sets of
+// buffers used in turn (a captured step is one graph per set): on an asynchronous backend the caller asks the
+// pipeline for the next step's batches between launch() and finish(), so their copy is queued while the device
+// still works on this step.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
 #include "backends/backend.h"
-#include "data/batch.h"
 #include "comm/reducer.h"
-#include "model/batch_stage.h"
+#include "model/batch_pipeline.h"
 #include "model/bert.h"
 #include "model/param_buffers.h"
 #include "optim/lamb.h"
@@ -56,27 +56,24 @@ struct StepStats {
 class TrainStep {
  public:
   TrainStep(Backend& backend, BertModel& model, ParamBuffers& params, Lamb& lamb, GradReducer& reducer,
-            const StepOptions& options, BatchCapacity capacity);
+            const StepOptions& options);
   ~TrainStep();
 
-  // One optimizer step on `micro` (micro_batches host batches, this rank's), as update number updates_done + 1.
+  // One optimizer step on `batches` (micro_batches staged batches, this rank's), as update number updates_done + 1.
   // Allocates nothing after the first call (the capture of the second and third steps aside).
-  StepStats run(const std::vector<const Batch*>& micro, int64_t updates_done);
+  StepStats run(const StagedStep& batches, int64_t updates_done);
 
-  // run() in parts: launch() stages `micro` (unless stage_next() already did) and issues the step; stage_next()
-  // stages the next step's batches into the other buffers while this one runs; finish() waits for the step and
-  // reads its statistics. launch() must be followed by finish() before the next launch().
-  void launch(const std::vector<const Batch*>& micro, int64_t updates_done);
-  void stage_next(const std::vector<const Batch*>& next);
+  // run() in parts: launch() issues the step; finish() waits for it and reads its statistics. launch() must be
+  // followed by finish() before the next launch(); the batches must stay staged until then.
+  void launch(const StagedStep& batches, int64_t updates_done);
   StepStats finish();
 
   // Whether steps are being replayed from a captured graph (false before the capture, and where it is off).
   bool captured() const { return graphs_[0] != nullptr; }
 
  private:
-  // The step's ops, from the first forward to the LAMB update, on staging set `set`.
+  // The step's ops, from the first forward to the LAMB update, on the batches of staging set `set`.
   void issue(int set);
-  void stage(int set, const std::vector<const Batch*>& micro);
 
   Backend& backend_;
   BertModel& model_;
@@ -84,10 +81,8 @@ class TrainStep {
   Lamb& lamb_;
   GradReducer& reducer_;
   StepOptions options_;
-  std::vector<BatchStage> stages_;  // 2 sets of micro_batches stages, set k at [k * micro_batches, ...)
-  std::vector<const Batch*> staged_[2];  // what each set holds (for stage_next's batches to be found by launch)
-  int set_ = 0;                     // the set the step in flight uses
-  bool in_flight_ = false, next_staged_ = false;
+  std::vector<const DeviceBatch*> batches_[2];  // each staging set's micro-batches, as last launched
+  bool in_flight_ = false;
   int64_t steps_launched_ = 0;
   bool can_capture_ = false;
   std::unique_ptr<CapturedOps> graphs_[2];

@@ -1,8 +1,5 @@
-// Staging a host batch into backend memory (batch_stage.h).
+// Staging a batch into backend memory (batch_stage.h).
 #include "model/batch_stage.h"
-
-#include <algorithm>
-#include <cstring>
 
 #include "core/buffer.h"
 #include "core/errors.h"
@@ -67,46 +64,48 @@ BatchStage::BatchStage(Backend& backend, BatchCapacity capacity) : backend_(back
   device_.mlm_loss_weight = at<float>(memory_, l.mlm_loss_weight);
   device_.mlm_count_weight = at<float>(memory_, l.mlm_count_weight);
   device_.max_seqlen = capacity.max_seqlen;
+  view_.capacity = capacity;
+  view_.input_ids = at<int32_t>(host_, l.input_ids);
+  view_.segment_ids = at<int32_t>(host_, l.segment_ids);
+  view_.position_ids = at<int32_t>(host_, l.position_ids);
+  view_.cu_seqlens = at<int32_t>(host_, l.cu_seqlens);
+  view_.nsp_labels = at<int32_t>(host_, l.nsp_labels);
+  view_.mlm_positions = at<int32_t>(host_, l.mlm_positions);
+  view_.mlm_labels = at<int32_t>(host_, l.mlm_labels);
+  // The source's 0/1 weights are the count weights the model reads.
+  view_.mlm_weights = at<float>(host_, l.mlm_count_weight);
   uploaded_ = backend.make_event();
 }
 
+BatchView& BatchStage::host() {
+  // The last upload from host_ may not have run yet (an asynchronous backend): it must read the last batch.
+  if (in_flight_) backend_.host_wait(*uploaded_);
+  in_flight_ = false;
+  return view_;
+}
+
 const DeviceBatch& BatchStage::stage(const Batch& b, LossWeighting weighting) {
+  copy_into(b, host());
+  return upload(weighting);
+}
+
+const DeviceBatch& BatchStage::upload(LossWeighting weighting) {
   const BatchCapacity& c = capacity_;
-  BERT_CHECK(b.capacity.tokens == c.tokens && b.capacity.sequences == c.sequences &&
-                 b.capacity.predictions == c.predictions && b.capacity.max_seqlen == c.max_seqlen,
-             "batch capacity ", b.capacity.tokens, "/", b.capacity.sequences, "/", b.capacity.predictions,
-             " differs from the stage's ", c.tokens, "/", c.sequences, "/", c.predictions);
-  const size_t T = c.tokens, Q = c.sequences, M = c.predictions;
-  BERT_CHECK(b.input_ids.size() == T && b.segment_ids.size() == T && b.position_ids.size() == T &&
-                 b.cu_seqlens.size() == Q + 1 && b.nsp_labels.size() == Q && b.mlm_positions.size() == M &&
-                 b.mlm_labels.size() == M && b.mlm_weights.size() == M,
-             "batch arrays do not have their capacity's sizes");
+  const BatchView& b = view_;
+  const size_t Q = c.sequences, M = c.predictions;
   BERT_CHECK(b.sequences > 0 && b.sequences <= int(Q) && b.predictions > 0 && b.predictions <= int(M) &&
                  b.tokens == b.cu_seqlens[b.sequences],
              "batch of ", b.sequences, " sequences and ", b.predictions, " predictions is inconsistent");
-
-  // The last upload from host_ may not have run yet (an asynchronous backend): it must read the last batch.
-  if (in_flight_) backend_.host_wait(*uploaded_);
   const Layout l(c);
-  auto copy = [&](size_t offset, const auto& v) { std::memcpy(at<unsigned char>(host_, offset), v.data(), v.size() * 4); };
-  copy(l.input_ids, b.input_ids);
-  copy(l.segment_ids, b.segment_ids);
-  copy(l.position_ids, b.position_ids);
-  copy(l.cu_seqlens, b.cu_seqlens);
-  copy(l.nsp_labels, b.nsp_labels);
-  copy(l.mlm_positions, b.mlm_positions);
-  copy(l.mlm_labels, b.mlm_labels);
-
   // The reference's weighting (batch_stage.h): the +1e-5 keeps an all-padding batch finite.
   double weight_sum = 0;
   for (int i = 0; i < b.predictions; ++i) weight_sum += b.mlm_weights[i];
   const bool mean = weighting == LossWeighting::MEAN;
   float* mlm_loss = at<float>(host_, l.mlm_loss_weight);
-  float* mlm_count = at<float>(host_, l.mlm_count_weight);
+  const float* mlm_count = b.mlm_weights;
   for (size_t i = 0; i < M; ++i) {
-    const double w = b.mlm_weights[i];
+    const double w = mlm_count[i];
     mlm_loss[i] = static_cast<float>(mean ? w / (weight_sum + 1e-5) : w);
-    mlm_count[i] = static_cast<float>(w);
   }
   int32_t* cls = at<int32_t>(host_, l.cls_positions);
   float* nsp_loss = at<float>(host_, l.nsp_loss_weight);

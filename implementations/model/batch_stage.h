@@ -1,9 +1,10 @@
-// A batch in backend memory, and the stage that puts it there: a host Batch (data/batch.h) is packed into one
-// pinned block, with the loss weights the model sums by, and uploaded in one copy (asynchronous on a GPU, so the
-// next batch travels while the current step runs). A stage is sized once for the run's capacity and allocates
-// nothing per batch. Before it rewrites its pinned block it waits for the event of the upload that read the last
-// batch from it (device.h), so two batches staged in a row never tear; a caller that wants the next batch to travel
-// while the current one runs keeps two stages and takes turns.
+// A batch in backend memory, and the stage that puts it there: a source (data/batch_source.h) writes the batch
+// straight into the stage's pinned block (host(): the one host copy from the file's bytes), the stage adds the loss
+// weights the model sums by and uploads the block in one copy (asynchronous on a GPU, so the next batch travels
+// while the current step runs). A stage is sized once for the run's capacity and allocates nothing per batch.
+// Before its block is handed out again it waits for the event of the upload that read the last batch from it
+// (device.h), so two batches staged in a row never tear; a caller that wants the next batch to travel while the
+// current one runs keeps two stages and takes turns (model/batch_pipeline.h).
 //
 // Loss weights. Training (MEAN) uses the reference's per-batch means: mlm_loss_weight = w / (sum w + 1e-5) and
 // nsp_loss_weight = 1 / sequences, so the model's summed statistics are the batch's MLM and NSP losses. Eval (SUM)
@@ -45,9 +46,12 @@ enum class LossWeighting { MEAN, SUM };
 class BatchStage {
  public:
   BatchStage(Backend& backend, BatchCapacity capacity);
-  // Packs `batch` (which must have this stage's capacity) and starts its upload; the returned batch is valid until
-  // the next stage() call, which waits for this upload first. Host checks here are cheap (sizes, not token values:
-  // the reader validated those).
+  // The pinned block's batch arrays, for a source to fill; waits first for the upload that last read the block.
+  BatchView& host();
+  // Adds the loss weights to what was written into host() and starts the upload; the returned batch is valid until
+  // the block is handed out again. Host checks here are cheap (sizes, not token values: the source checked those).
+  const DeviceBatch& upload(LossWeighting weighting);
+  // A host batch (of this stage's capacity) copied into host(), then upload().
   const DeviceBatch& stage(const Batch& batch, LossWeighting weighting);
   const DeviceBatch& device() const { return device_; }
   const BatchCapacity& capacity() const { return capacity_; }
@@ -58,6 +62,7 @@ class BatchStage {
   size_t bytes_ = 0;
   DeviceBuffer host_;    // PINNED
   DeviceBuffer memory_;  // DEVICE
+  BatchView view_;       // into host_
   DeviceBatch device_;
   std::unique_ptr<Event> uploaded_;  // recorded after the last upload from host_
   bool in_flight_ = false;

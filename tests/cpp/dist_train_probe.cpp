@@ -21,6 +21,7 @@
 #include "harness/reader_plan.h"
 #include "harness/train_config.h"
 #include "harness/train_stack.h"
+#include "staged_steps.h"
 
 using namespace bertperf;
 
@@ -50,10 +51,9 @@ int train(DistContext& dist, const std::string& config_path, int steps, const st
   std::cerr << cat("rank ", r, ": reduction: ", stack.reducer().describe(), "; LAMB state ", stack.lamb().state_bytes(),
                    " bytes\n");
 
+  testing::StagedSteps staged(stack, std::move(batches), n);
   for (int s = 0; s < steps; ++s) {
-    std::vector<const Batch*> micro;
-    for (int m = 0; m < n; ++m) micro.push_back(&batches[static_cast<size_t>(s) * n + m]);
-    const StepStats stats = stack.step().run(micro, s);
+    const StepStats stats = staged.run(s);
     double loss = stats.loss.mlm_loss + stats.loss.nsp_loss;
     dist.allreduce_sum(&loss, 1);
     if (dist.is_root()) std::printf("step %d loss %.17g\n", s + 1, loss / (n * W));

@@ -11,7 +11,7 @@
 #include <string>
 
 #include "backends/registry.h"
-#include "data/batch.h"
+#include "data/batch_source.h"
 #include "harness/train_stack.h"
 #include "tiny_bert.h"
 
@@ -22,29 +22,25 @@ inline BertConfig small_config(float dropout) {
                              .dropout = dropout});
 }
 
-// `rows` packed rows of 128 tokens, 1 to 3 sequences of random lengths each, 15% predictions; filler after them.
+// `rows` packed rows of 128 tokens, 1 to 3 sequences of random lengths each, about 15% predictions (a synthetic
+// source's batch, data/batch_source.h); a few padding tokens in some rows, and filler after them.
 inline Batch packed_batch(int rows, int V, uint32_t seed) {
   constexpr int S = 128, kMaxPerRow = 3, kMaxPredictions = 20;
   std::mt19937 rng(seed);
-  Batch b;
-  b.capacity = {rows * S, rows * kMaxPerRow, rows * kMaxPredictions, S};
+  Packing packing;
   for (int r = 0; r < rows; ++r) {
     const int k = 1 + int(rng() % kMaxPerRow);
-    int left = S - int(rng() % 9);  // a few padding tokens in some rows
+    int left = S - int(rng() % 9);
+    packing.emplace_back();
     for (int q = 0; q < k; ++q) {
       const int len = q + 1 == k ? left : std::max(8, int(rng() % (left - 8 * (k - q - 1))));
       left -= len;
-      std::vector<int32_t> ids(len), positions, labels;
-      for (int32_t& id : ids) id = 5 + int(rng() % (V - 5));
-      const int predictions = std::max(1, std::min(kMaxPredictions / k, int(0.15 * len)));
-      for (int p = 0; p < predictions; ++p) {
-        positions.push_back(1 + int(rng() % (len - 1)));
-        labels.push_back(5 + int(rng() % (V - 5)));
-      }
-      append_sequence(b, ids, positions, labels, int(rng() % 2));
+      packing.back().push_back({len, std::max(1, std::min(kMaxPredictions / k, int(0.15 * len)))});
     }
   }
-  fill_to_capacity(b);
+  SyntheticSource source({true, {rows * S, rows * kMaxPerRow, rows * kMaxPredictions, S}}, {packing}, V, seed);
+  Batch b;
+  source.next(b);
   return b;
 }
 

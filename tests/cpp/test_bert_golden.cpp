@@ -10,6 +10,7 @@
 #include "core/hdf5.h"
 #include "harness/train_stack.h"
 #include "optim/lr_schedule.h"
+#include "staged_steps.h"
 
 namespace bertperf {
 namespace {
@@ -174,10 +175,10 @@ TEST(BertGolden, ThreeLambStepsMatchPyTorch) {
   const int steps = static_cast<int>(g.file.attr_int("", "lamb_steps"));
   ParamBuffers& params = g.stack.params();
   BertModel& model = g.stack.model();
-  TrainStep& step = g.stack.step();
+  testing::StagedSteps staged(g.stack, {g.batch});
   for (int s = 0; s < steps; ++s) {
     // The dump's model has no dropout, so the training step's forward is the reference's.
-    const StepStats out = step.run({&g.batch}, s);
+    const StepStats out = staged.run(s);
     const double loss = out.loss.mlm_loss + out.loss.nsp_loss;
     EXPECT_NEAR(loss, ref_loss[s], 1e-4 * ref_loss[s]) << "step " << s;
     EXPECT_NEAR(out.grad_norm, ref_norm[s], 1e-4 * ref_norm[s]) << "step " << s;

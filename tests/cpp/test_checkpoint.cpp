@@ -79,7 +79,7 @@ TEST_F(CheckpointTest, RoundTripIsExactAndUsesTfNamesAndShapes) {
   const h5::File f = h5::File::open(p);
   EXPECT_EQ(f.datasets().size(), table_.size());
   const h5::DatasetInfo q = f.info("bert/encoder/layer_1/intermediate/dense/kernel");
-  EXPECT_EQ(q.dtype, h5::DType::f32);
+  EXPECT_EQ(q.type, h5::ElementType::F32);
   EXPECT_EQ(q.shape, (std::vector<int64_t>{8, 16}));
   EXPECT_EQ(f.info("cls/seq_relationship/output_weights").shape, (std::vector<int64_t>{2, 8}));
   EXPECT_EQ(f.attr_string("", "format"), kCheckpointFormat);

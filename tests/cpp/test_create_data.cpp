@@ -116,7 +116,7 @@ TEST(CreateData, FilesFromTextEqualReference) {
     for (size_t k = 0; k < 2; ++k) {
       const auto g = load_json(std::string("instances_") + config + "_" + kCorpora[k] + ".json");
       const ShardData shard = read_shard(files[k].output, {golden_ids().vocab_size, g["max_seq_length"], g["max_predictions_per_seq"]});
-      EXPECT_EQ(shard.layout, ShardLayout::varlength);
+      EXPECT_EQ(shard.layout, ShardLayout::VARLENGTH);
       expect_equal_to_golden(shard.sequences, g);
       EXPECT_EQ(files[k].checksum, hdf5_md5(files[k].output));
     }
@@ -204,13 +204,13 @@ TEST(CreateData, EvalFileHoldsEvenlySpacedPicks) {
   job.inputs = {kGolden + "corpus_a.txt"};
   job.out_dir = dir.path.string();
   job.eval_samples = 7;
-  job.layout = DataLayout::fixed;
+  job.layout = ShardLayout::FIXED;
   const auto g = load_json("instances_seq128_corpus_a.json");
   std::ostringstream log;
   const auto files = create_pretraining_files(job, tokenizer, config_of(g), log);
   ASSERT_EQ(files.back().output, dir / "eval_7.hdf5");
   const ShardData shard = read_shard(files.back().output, {0, 128, 20});
-  EXPECT_EQ(shard.layout, ShardLayout::fixed);
+  EXPECT_EQ(shard.layout, ShardLayout::FIXED);
   const size_t n = g["rows"].size();
   ASSERT_EQ(shard.sequences.size(), 7u);
   for (size_t i = 0; i < 7; ++i) {
@@ -235,14 +235,14 @@ TEST(CreateData, FixedLayoutKeysDtypesShapes) {
   const h5::File f = h5::File::open(dir / "f.hdf5");
   EXPECT_EQ(f.datasets(), (std::vector<std::string>{"input_ids", "input_mask", "masked_lm_ids", "masked_lm_positions",
                                                     "next_sentence_labels", "segment_ids"}));
-  const std::map<std::string, std::pair<h5::DType, std::vector<int64_t>>> expect = {
-      {"input_ids", {h5::DType::i16, {2, 8}}},          {"input_mask", {h5::DType::i8, {2, 8}}},
-      {"segment_ids", {h5::DType::i8, {2, 8}}},         {"masked_lm_positions", {h5::DType::i16, {2, 3}}},
-      {"masked_lm_ids", {h5::DType::i16, {2, 3}}},      {"next_sentence_labels", {h5::DType::i8, {2}}}};
+  const std::map<std::string, std::pair<h5::ElementType, std::vector<int64_t>>> expect = {
+      {"input_ids", {h5::ElementType::I16, {2, 8}}},          {"input_mask", {h5::ElementType::I8, {2, 8}}},
+      {"segment_ids", {h5::ElementType::I8, {2, 8}}},         {"masked_lm_positions", {h5::ElementType::I16, {2, 3}}},
+      {"masked_lm_ids", {h5::ElementType::I16, {2, 3}}},      {"next_sentence_labels", {h5::ElementType::I8, {2}}}};
   for (const auto& [key, e] : expect) {
     const auto info = f.info(key);
     EXPECT_FALSE(info.vlen) << key;
-    EXPECT_EQ(info.dtype, e.first) << key;
+    EXPECT_EQ(info.type, e.first) << key;
     EXPECT_EQ(info.shape, e.second) << key;
   }
   EXPECT_EQ(f.read<int16_t>("input_ids"), (std::vector<int16_t>{4, 10, 5, 11, 12, 5, 0, 0, 4, 13, 5, 14, 5, 0, 0, 0}));
@@ -262,10 +262,10 @@ TEST(CreateData, FixedLayoutKeysDtypesShapes) {
     EXPECT_TRUE(v.info(key).vlen) << key;
     EXPECT_EQ(v.info(key).shape, (std::vector<int64_t>{2})) << key;
   }
-  EXPECT_EQ(v.info("input_ids").dtype, h5::DType::i16);
-  EXPECT_EQ(v.info("segment_ids").dtype, h5::DType::i8);
+  EXPECT_EQ(v.info("input_ids").type, h5::ElementType::I16);
+  EXPECT_EQ(v.info("segment_ids").type, h5::ElementType::I8);
   EXPECT_FALSE(v.info("next_sentence_labels").vlen);
-  EXPECT_EQ(v.info("next_sentence_labels").dtype, h5::DType::i8);
+  EXPECT_EQ(v.info("next_sentence_labels").type, h5::ElementType::I8);
   EXPECT_EQ(hdf5_md5(dir / "v.hdf5"), hdf5_md5(s, false, 8));
 }
 

@@ -25,6 +25,7 @@
 #include "gradient_agreement.h"
 #include "harness/train_session.h"
 #include "small_bert_step.h"
+#include "staged_steps.h"
 #include "synthetic_data.h"
 #include "temp_dir.h"
 
@@ -86,16 +87,14 @@ TEST_P(GpuStep, StepsRunForTheSanitizers) {
   const BertConfig config = small_config(0.1f);
   const Batch batches[2] = {packed_batch(2, config.vocab_size, 21), packed_batch(2, config.vocab_size, 22)};
   TrainStack stack = small_stack(spec_of(GetParam()), config, batches[0].capacity);
-  TrainStep& step = stack.step();
+  testing::StagedSteps steps(stack, {batches[0], batches[1]});
   // Step 0 eager (it sizes every buffer and builds the library plans); steps 1 and 2 capture one graph per staging
   // set and replay it; step 3 replays the first again.
   for (int i = 0; i < 4; ++i) {
-    step.launch({&batches[i % 2]}, i);
-    step.stage_next({&batches[(i + 1) % 2]});
-    const StepStats s = step.finish();
+    const StepStats s = steps.run(i);
     EXPECT_TRUE(std::isfinite(s.loss.mlm_loss + s.loss.nsp_loss)) << "step " << i;
   }
-  EXPECT_TRUE(step.captured());
+  EXPECT_TRUE(stack.step().captured());
 }
 
 // The master weights after `steps` training steps (dropout on) from the parameters of seed 7, on batches of `rows`
@@ -104,14 +103,12 @@ std::vector<float> train(const BackendSpec& spec, const BertConfig& config, int 
                          bool* captured = nullptr) {
   const Batch batches[2] = {packed_batch(rows, config.vocab_size, 11), packed_batch(rows, config.vocab_size, 12)};
   TrainStack stack = small_stack(spec, config, batches[0].capacity, capture);
-  TrainStep& step = stack.step();
+  testing::StagedSteps staged(stack, {batches[0], batches[1]});
   for (int i = 0; i < steps; ++i) {
-    step.launch({&batches[i % 2]}, i);
-    step.stage_next({&batches[(i + 1) % 2]});
-    const StepStats s = step.finish();
+    const StepStats s = staged.run(i);
     EXPECT_TRUE(std::isfinite(s.loss.mlm_loss + s.loss.nsp_loss)) << "step " << i;
   }
-  if (captured) *captured = step.captured();
+  if (captured) *captured = stack.step().captured();
   FlatTensors out(stack.table());
   stack.params().download(out);
   return std::vector<float>(out.data(), out.data() + out.size());

@@ -69,9 +69,9 @@ TEST_F(Hdf5Test, RoundTripsEveryDtypeShapeAndAttribute) {
   EXPECT_FALSE(in.has("i8/below_a_dataset"));
   const DatasetInfo fi = in.info("group/sub/floats");
   EXPECT_EQ(fi.shape, (std::vector<int64_t>{2, 3}));
-  EXPECT_EQ(fi.dtype, DType::f32);
+  EXPECT_EQ(fi.type, ElementType::F32);
   EXPECT_FALSE(fi.vlen);
-  EXPECT_EQ(in.info("i16").dtype, DType::i16);
+  EXPECT_EQ(in.info("i16").type, ElementType::I16);
   EXPECT_EQ(in.read<float>("group/sub/floats"), f);
   EXPECT_EQ(in.read<int8_t>("i8"), i8);
   EXPECT_EQ(in.read<int16_t>("i16"), i16);
@@ -107,7 +107,7 @@ TEST_F(Hdf5Test, VlenRowsRoundTripWholeAndRanges) {
   File in = File::open(p);
   const DatasetInfo info = in.info("input_ids");
   EXPECT_TRUE(info.vlen);
-  EXPECT_EQ(info.dtype, DType::i16);
+  EXPECT_EQ(info.type, ElementType::I16);
   EXPECT_EQ(info.shape, (std::vector<int64_t>{3}));
   const Vlen<int32_t> all = in.read_vlen<int32_t>("input_ids");
   ASSERT_EQ(all.rows(), 3u);

@@ -6,10 +6,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <climits>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -17,6 +19,7 @@
 #include "core/hdf5.h"
 #include "data/layouts.h"
 #include "data/reader.h"
+#include "data/shard_index.h"
 #include "synthetic_data.h"
 #include "temp_dir.h"
 
@@ -191,46 +194,6 @@ void expect_same_batches(const std::vector<Batch>& a, const std::vector<Batch>& 
   }
 }
 
-// The packed layout (data/layouts.h) with `per_row` consecutive sequences of `s` in each row.
-void write_packed(const std::string& path, const SequenceStore& s, size_t per_row) {
-  h5::Vlen<int16_t> ids, lens, pos, lab, mlens;
-  h5::Vlen<int8_t> seg, nsp;
-  for (size_t first = 0; first < s.size(); first += per_row) {
-    std::vector<int16_t> rid, rlen, rpos, rlab, rmlen;
-    std::vector<int8_t> rseg, rnsp;
-    for (size_t i = first; i < std::min(first + per_row, s.size()); ++i) {
-      const int16_t start = static_cast<int16_t>(rid.size());
-      for (size_t j = 0; j < s.length(i); ++j) {
-        rid.push_back(static_cast<int16_t>(s.tokens(i)[j]));
-        rseg.push_back(s.segments(i)[j]);
-      }
-      for (size_t j = 0; j < s.predictions(i); ++j) {
-        rpos.push_back(static_cast<int16_t>(start + s.positions(i)[j]));  // packed positions count from the row
-        rlab.push_back(static_cast<int16_t>(s.labels(i)[j]));
-      }
-      rlen.push_back(static_cast<int16_t>(s.length(i)));
-      rmlen.push_back(static_cast<int16_t>(s.predictions(i)));
-      rnsp.push_back(s.nsp_labels[i]);
-    }
-    ids.append(rid.data(), rid.size());
-    seg.append(rseg.data(), rseg.size());
-    lens.append(rlen.data(), rlen.size());
-    pos.append(rpos.data(), rpos.size());
-    lab.append(rlab.data(), rlab.size());
-    mlens.append(rmlen.data(), rmlen.size());
-    nsp.append(rnsp.data(), rnsp.size());
-  }
-  h5::File f = h5::File::create(path);
-  f.write_vlen("input_ids", ids);
-  f.write_vlen("segment_ids", seg);
-  f.write_vlen("packed_input_len", lens);
-  f.write_vlen("masked_lm_positions", pos);
-  f.write_vlen("masked_lm_ids", lab);
-  f.write_vlen("packed_masked_lm_len", mlens);
-  f.write_vlen("next_sentence_labels", nsp);
-  f.commit();
-}
-
 using bertperf::testing::TempDir;
 using bertperf::testing::synthetic_sequences;
 
@@ -377,7 +340,7 @@ TEST(Reader, EveryLayoutGivesTheSameBatches) {
   const SequenceStore seqs = synthetic_sequences(22, 32, 64, P, 5);
   write_fixed(dir / "same.fixed.hdf5", seqs, S, P);
   write_varlength(dir / "same.varlength.hdf5", seqs);
-  write_packed(dir / "same.packed.hdf5", seqs, 2);
+  write_packed(dir / "same.packed.hdf5", seqs, S, {2, 2 * P});  // consecutive pairs: every pair fits a row
   const auto read = [&](const char* layout, int rows, bool pad, bool eval) {
     ReaderOptions o;
     o.files = {dir / (std::string("same.") + layout + ".hdf5")};
@@ -728,5 +691,197 @@ TEST(Reader, BalancedBatchesDealEachStepOnce) {
       for (size_t step = 0; step < mine.size(); ++step) expected.push_back(serial[2 * step + r]);
       expect_same_batches(mine, expected, true);
     }
+  }
+}
+
+// The batches of every rank over three epochs, for fixed, variable-length and packed files and sequences the
+// reader packs, at 1, 2, 8 and 64 ranks (shard mode, and sample mode where files are fewer than ranks), with and
+// without balanced batches: the same bits as the reader before the length index gave (tests/golden/reader/
+// batches_by_rank.json holds a digest of each case's batches, every rank's in turn, written by this test at that
+// reader with BERTPERF_WRITE_READER_DIGESTS=FILE).
+namespace {
+
+uint64_t fnv1a(uint64_t h, const void* data, size_t bytes) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  for (size_t i = 0; i < bytes; ++i) h = (h ^ p[i]) * 0x100000001b3ull;
+  return h;
+}
+
+uint64_t digest(uint64_t h, const Batch& b) {
+  const int counts[3] = {b.tokens, b.sequences, b.predictions};
+  h = fnv1a(h, counts, sizeof counts);
+  for (const auto* v : {&b.input_ids, &b.segment_ids, &b.position_ids, &b.cu_seqlens, &b.nsp_labels,
+                        &b.mlm_positions, &b.mlm_labels})
+    h = fnv1a(h, v->data(), v->size() * 4);
+  return fnv1a(h, b.mlm_weights.data(), b.mlm_weights.size() * 4);
+}
+
+}  // namespace
+
+TEST(Reader, SameBatchesAtEveryRankCountAsBeforeTheLengthIndex) {
+  TempDir dir("bertperf_ranks");
+  // Five files per layout: sequences of 16 to 32 tokens (synthetic_data.h), packed two or three to a row of 64.
+  std::map<std::string, std::vector<std::string>> files;
+  for (uint32_t f = 0; f < 5; ++f) {
+    const SequenceStore s = synthetic_sequences(240, 32, 64, 5, 300 + f);
+    const std::string name = "part_" + std::to_string(f);
+    files["fixed"].push_back(dir / (name + ".fixed.hdf5"));
+    write_fixed(files["fixed"].back(), s, 32, 5);
+    files["varlength"].push_back(dir / (name + ".varlength.hdf5"));
+    write_varlength(files["varlength"].back(), s);
+    files["packed"].push_back(dir / (name + ".packed.hdf5"));
+    write_packed(files["packed"].back(), s, 64, {3, 12});
+  }
+  const char* write_to = std::getenv("BERTPERF_WRITE_READER_DIGESTS");
+  nlohmann::json want, got = nlohmann::json::object();
+  if (!write_to) {
+    std::ifstream in(kDir + "batches_by_rank.json");
+    want = nlohmann::json::parse(in);
+  }
+  for (const std::string data : {"fixed", "varlength", "packed", "varlength packed by the reader"}) {
+    for (int W : {1, 2, 8, 64}) {
+      for (bool balance : {false, true}) {
+        const std::string name = cat(data, ", ", W, " ranks", balance ? ", balanced" : "");
+        SCOPED_TRACE(name);
+        const auto options = [&](int rank, bool repeat) {
+          ReaderOptions o;
+          o.files = files[data.substr(0, data.find(' '))];
+          o.rank = rank;
+          o.world_size = W;
+          o.seed = 23;
+          o.batch_rows = 2;
+          o.seq_len = data == "fixed" || data == "varlength" ? 32 : 64;
+          o.max_predictions = 5;
+          o.vocab_size = 64;
+          o.pack = data.find("by the reader") != std::string::npos;
+          o.max_sequences_per_row = 3;
+          o.packed_max_predictions = 12;
+          o.balance = balance;
+          o.micro_batches = balance && W < 64 ? 2 : 1;
+          o.pad_predictions = W == 1 || W == 8;
+          o.repeat = repeat;
+          return o;
+        };
+        uint64_t h = 0xcbf29ce484222325ull;
+        int64_t batches = 0;
+        for (int rank = 0; rank < W; ++rank) {
+          int64_t epoch = 0;  // the batches of one epoch, then three epochs' worth
+          {
+            PretrainingReader one_pass(options(rank, false));
+            for (Batch b; one_pass.next(b);) ++epoch;
+          }
+          ASSERT_GT(epoch, 0) << "rank " << rank;
+          PretrainingReader reader(options(rank, true));
+          Batch b;
+          for (int64_t k = 0; k < 3 * epoch; ++k) {
+            ASSERT_TRUE(reader.next(b));
+            h = digest(h, b);
+          }
+          batches += 3 * epoch;
+        }
+        got[name] = {{"batches", batches}, {"digest", cat(std::hex, h)}};
+        if (!write_to) {
+          ASSERT_TRUE(want.contains(name));
+          EXPECT_EQ(got[name], want[name]);
+        }
+      }
+    }
+  }
+  if (write_to) std::ofstream(write_to) << got.dump(1) << "\n";
+}
+
+// A shard's length index (data/shard_index.h) must be its shard's: a shard rewritten since its index was written, an
+// index copied from another shard, and an index whose lengths were changed are each one InputError naming the
+// shard, before a batch holds a row the index does not describe; a copy of shard and index (a new modification time,
+// the same bytes) reads as the original.
+TEST(Reader, LengthIndexMustBeItsShards) {
+  TempDir dir("bertperf_index");
+  const SequenceStore a = synthetic_sequences(30, 32, 64, 5, 41), b = synthetic_sequences(30, 32, 64, 5, 42);
+  ReaderOptions o;
+  o.batch_rows = 4;
+  o.seq_len = 64;
+  o.max_predictions = 5;
+  o.vocab_size = 64;
+  o.packed_max_predictions = 12;
+  o.shuffle = o.repeat = o.drop_last = false;
+  const auto batches_of = [&](const std::string& path) {
+    o.files = {path};
+    PretrainingReader reader(o);
+    return all_batches(reader);
+  };
+  const auto expect_refused = [&](const std::string& path, const std::string& what) {
+    o.files = {path};
+    const std::string message = input_error(o);
+    EXPECT_NE(message.find(path), std::string::npos) << message;
+    EXPECT_NE(message.find(what), std::string::npos) << message;
+  };
+  for (const std::string layout : {"fixed", "varlength", "packed"}) {
+    SCOPED_TRACE(layout);
+    const std::string shard = dir / (layout + ".hdf5"), index = ShardIndex::path_of(shard);
+    const auto write = [&](const SequenceStore& s) {
+      if (layout == "fixed") write_fixed(shard, s, 32, 5);
+      if (layout == "varlength") write_varlength(shard, s);
+      if (layout == "packed") write_packed(shard, s, 64, {3, 12});
+    };
+    write(a);
+    ShardIndex::write(shard);
+    const std::vector<Batch> want = batches_of(shard);
+    // A copy of both (new modification times): the same batches.
+    fs::copy_file(shard, dir / "copy.hdf5", fs::copy_options::overwrite_existing);
+    fs::copy_file(index, dir / "copy.hdf5.lengths", fs::copy_options::overwrite_existing);
+    fs::last_write_time(dir / "copy.hdf5", fs::last_write_time(shard) + std::chrono::seconds(5));
+    expect_same_batches(batches_of(dir / "copy.hdf5"), want, true);
+    // The shard rewritten under its index, with other rows.
+    const auto index_bytes = fs::file_size(index);
+    fs::copy_file(index, dir / "saved.lengths", fs::copy_options::overwrite_existing);
+    write(b);
+    fs::copy_file(dir / "saved.lengths", index, fs::copy_options::overwrite_existing);
+    ASSERT_EQ(fs::file_size(index), index_bytes);
+    expect_refused(shard, "changed after its length index");
+    // Another shard's index beside it.
+    write(a);
+    fs::copy_file(dir / "saved.lengths", index, fs::copy_options::overwrite_existing);
+    fs::copy_file(dir / "copy.hdf5.lengths", dir / "other.hdf5.lengths", fs::copy_options::overwrite_existing);
+    write_varlength(dir / "other.hdf5", synthetic_sequences(7, 32, 64, 5, 43));
+    expect_refused(dir / "other.hdf5", "changed after its length index");
+    fs::remove(dir / "other.hdf5.lengths");
+    // An index whose lengths say otherwise, its shard's size and time kept: found when the row is read.
+    ShardIndex::write(shard);
+    {
+      const h5::File in = h5::File::open(index);
+      h5::File out = h5::File::create(dir / "tampered.lengths");
+      for (const std::string& key : in.datasets()) {
+        std::vector<int64_t> values = in.read<int64_t>(key);
+        if (key == "tokens") values[3] -= 1;
+        const h5::DatasetInfo info = in.info(key);
+        if (info.type == h5::ElementType::I8) {
+          out.write(key, std::vector<int8_t>(values.begin(), values.end()), info.shape);
+        } else if (info.type == h5::ElementType::I16) {
+          out.write(key, std::vector<int16_t>(values.begin(), values.end()), info.shape);
+        } else {
+          out.write(key, values, info.shape);
+        }
+      }
+      for (const char* name : {"format", "layout"}) out.set_attr("", name, in.attr_string("", name));
+      for (const char* name : {"shard_bytes", "shard_mtime_ns", "sequences", "direct", "largest_token",
+                               "largest_token_row", "largest_label", "largest_label_row"})
+        out.set_attr("", name, in.attr_int("", name));
+      out.commit();
+    }
+    fs::rename(dir / "tampered.lengths", index);
+    expect_refused(shard, "row 3: ");
+    expect_refused(shard, "disagree");
+    // Nothing of it trained on: the batches before the bad row's come out, the bad row's does not.
+    o.files = {shard};
+    PretrainingReader reader(o);
+    Batch batch;
+    EXPECT_THROW(
+        {
+          while (reader.next(batch)) {
+          }
+        },
+        InputError);
+    fs::remove(index);
+    expect_same_batches(batches_of(shard), want, true);  // rebuilt from the shard
   }
 }

@@ -83,7 +83,7 @@ TEST_F(TfCheckpointTest, ReaderListsEveryVariableWithItsDtypeAndShape) {
     ASSERT_TRUE(expected_.has(keys.back())) << e.name;
     const h5::DatasetInfo info = expected_.info(keys.back());
     EXPECT_EQ(e.shape, info.shape) << e.name;
-    EXPECT_EQ(tf_dtype_name(e.dtype), h5::dtype_name(info.dtype)) << e.name;
+    EXPECT_EQ(tf_dtype_name(e.dtype), h5::type_name(info.type)) << e.name;
   }
   std::sort(keys.begin(), keys.end());
   EXPECT_EQ(keys, expected_.datasets());  // nothing missed, nothing invented

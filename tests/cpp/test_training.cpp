@@ -28,6 +28,7 @@
 #include "harness/train_session.h"
 #include "harness/train_stack.h"
 #include "model/checkpoint.h"
+#include "staged_steps.h"
 #include "synthetic_data.h"
 
 // Counts every operator new and aligned_alloc (the backends' buffers, core/buffer.h) in this test program while
@@ -304,14 +305,15 @@ TEST(Training, StepAllocatesNothingAfterTheFirst) {
       StepParts parts(config, batch.capacity, 2, clip);
       find_onednn_text();
       TrainStep& step = parts.stack.step();
-      const std::vector<const Batch*> micro = {&batch, &batch};
+      // The step as a session runs it: its batches staged through the pipeline (model/batch_pipeline.h).
+      testing::StagedSteps staged(parts.stack, {batch, batch}, 2);
       const int64_t warm = parts.stack.backend().capabilities().capture ? 3 : 1;
-      for (int64_t i = 0; i < warm; ++i) step.run(micro, i);
+      for (int64_t i = 0; i < warm; ++i) staged.run(i);
       EXPECT_EQ(step.captured(), parts.stack.backend().capabilities().capture);
       g_allocations = 0;
       g_onednn_allocations = 0;
       g_count_allocations = true;
-      for (int64_t i = warm; i < warm + 3; ++i) step.run(micro, i);
+      for (int64_t i = warm; i < warm + 3; ++i) staged.run(i);
       g_count_allocations = false;
       EXPECT_EQ(g_allocations.load(), 0);
       if (!onednn_may_allocate) {

@@ -158,6 +158,14 @@ def test_real_run_reaches_target_and_passes(tmp_path):
     for ruleset in RULESETS:
         passed, messages, output = official_check(log, ruleset, tmp_path)
         assert passed and not messages, output
+    # Each eval interval's time waiting for training batches beside its throughput, summed per run by the reporter.
+    from bertperf_compliance.report.runs import read_run
+    records = [json.loads(line.split(":::MLLOG ", 1)[1]) for line in lines]
+    waits = [r["value"]["data_wait_s"] for r in records if r["key"] == "tracked_stats"]
+    assert waits and all(w >= 0 for w in waits)
+    run = read_run(str(log))
+    assert run.data_wait_s == pytest.approx(sum(waits))
+    assert 0 <= run.data_wait_share < 1
 
 
 @needs_bertperf

@@ -709,3 +709,33 @@ def test_a_train_samples_budget_logged_before_run_start_is_not_samples_trained(t
     assert after.samples_to_converge == before.samples_to_converge
     assert after.trained_samples == after.samples_to_converge
     assert after.throughput_effective == pytest.approx(after.samples_to_converge / (after.time_to_train_min * 60))
+
+
+@needs_shared
+def test_data_wait_is_summed_beside_throughput_and_absent_from_other_logs(tmp_path, capsys):
+    """bertperf logs the seconds each eval interval waited for data in tracked_stats (data_wait_s); the reporter sums
+    them per run and shows them beside throughput; a log without them (another submitter's) has none."""
+    from bertperf_compliance.report.runs import read_run
+
+    original = RESULTS / "v4.0" / "NVIDIA" / H200_BERT / "result_0.txt"
+    lines = original.read_text(encoding="latin-1").splitlines(keepends=True)
+    assert read_run(str(original)).data_wait_s is None
+    evals = [i for i, line in enumerate(lines) if '"key": "eval_accuracy"' in line][:3]
+    waits = [0.25, 0.0, 1.5]
+    for i, wait in zip(reversed(evals), reversed(waits)):
+        record = json.loads(lines[i].split(":::MLLOG ", 1)[1])
+        stats = {**record, "key": "tracked_stats", "value": {"throughput": 1000.0, "data_wait_s": wait}}
+        lines.insert(i, ":::MLLOG " + json.dumps(stats) + "\n")
+    tree = tmp_path / "tree" / "results" / "sys" / "bert"
+    tree.mkdir(parents=True)
+    (tree / "result_0.txt").write_text("".join(lines), encoding="latin-1")
+    run = read_run(str(tree / "result_0.txt"))
+    assert run.data_wait_s == pytest.approx(sum(waits))
+    assert run.data_wait_share == pytest.approx(sum(waits) / (run.time_to_train_min * 60))
+    # In the report's runs table, beside the throughputs.
+    status, _, _ = run_report([tmp_path / "tree", "--format", "json", "--output", tmp_path / "report.json"], capsys)
+    assert status == 0
+    row = json.loads((tmp_path / "report.json").read_text())["runs"][0]
+    assert row["data_wait_s"] == pytest.approx(sum(waits))
+    status, out, _ = run_report([tmp_path / "tree"], capsys)
+    assert "data wait s" in out and "1.75" in out

@@ -58,6 +58,7 @@ SYSTEM_COLUMNS = [
     Column("steady samples/s", "throughput_steady", _grouped),
     Column("train-only samples/s", "throughput_train_only", _grouped),
     Column("eff /acc", "throughput_effective_per_acc", _fixed(1)),
+    Column("data wait s", "data_wait_s", _fixed(2)),
     Column("note", "note"),
 ]
 
@@ -74,6 +75,8 @@ RUN_COLUMNS = [
     Column("eff samples/s", "throughput_effective", _grouped),
     Column("steady samples/s", "throughput_steady", _grouped),
     Column("train-only samples/s", "throughput_train_only", _grouped),
+    Column("data wait s", "data_wait_s", _fixed(2)),
+    Column("data wait %", "data_wait_share", lambda v: f"{100 * v:.1f}"),
     Column("counted", "counted"),
 ]
 
@@ -119,6 +122,7 @@ def system_rows(sets: Sequence[ResultSet]) -> List[Dict[str, Any]]:
             "throughput_steady": s.mean_of("throughput_steady"),
             "throughput_train_only": s.mean_of("throughput_train_only"),
             "throughput_effective_per_acc": s.per_accelerator(effective),
+            "data_wait_s": s.mean_of("data_wait_s"),
             "note": s.score_note,
         })
     return rows
@@ -142,6 +146,8 @@ def run_rows(sets: Sequence[ResultSet], with_curves: bool = False) -> List[Dict[
                 "throughput_effective": r.throughput_effective,
                 "throughput_steady": r.throughput_steady,
                 "throughput_train_only": r.throughput_train_only,
+                "data_wait_s": r.data_wait_s,
+                "data_wait_share": r.data_wait_share,
                 "counted": "yes" if r.converged else f"no: {r.failure}",
             }
             if with_curves:

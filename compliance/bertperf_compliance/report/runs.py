@@ -22,7 +22,11 @@ the logging spec sections 3.5 and 4.2):
   at ``run_start``), *steady* (median interval rate after the first, which
   carries the start-up cost) and *train-only* (run time less every
   ``eval_start``..``eval_stop``), where the log has the events each needs;
-* untimed initialisation: the first ``init_start`` to ``init_stop``.
+* untimed initialisation: the first ``init_start`` to ``init_stop``;
+* time waiting for data: the ``data_wait_s`` of every ``tracked_stats`` before
+  ``run_stop``, summed (bertperf logs, per eval interval, the seconds rank 0's
+  training waited for batches; 0 when its read-ahead keeps up), and its share
+  of the run's time; None where the log has none (other submitters' logs).
 """
 
 from __future__ import annotations
@@ -69,6 +73,7 @@ class RunResult:
     init_start_ms: Optional[float] = None
     init_stop_ms: Optional[float] = None
     gradient_accumulation_steps: Optional[int] = None
+    data_wait_s: Optional[float] = None  # summed tracked_stats data_wait_s, where the log has them
     compliance: str = ""  # why the log fails the ruleset's compliance check; empty when it passes or unchecked
 
     @property
@@ -149,6 +154,14 @@ class RunResult:
         rates = sorted(rates)
         mid = len(rates) // 2
         return rates[mid] if len(rates) % 2 else (rates[mid - 1] + rates[mid]) / 2.0
+
+    @property
+    def data_wait_share(self) -> Optional[float]:
+        """The share of the timed run spent waiting for data."""
+        seconds = self._run_seconds()
+        if seconds is None or self.data_wait_s is None:
+            return None
+        return self.data_wait_s / seconds
 
     def _run_seconds(self) -> Optional[float]:
         if self.time_to_train_min is None or self.time_to_train_min <= 0:
@@ -239,6 +252,9 @@ def read_run(path: str, target: float = TARGET_ACCURACY, ruleset: Optional[str] 
             run.eval_count += 1
             eval_open_ms = None
             saw_eval_interval = True
+        elif rec.key == "tracked_stats" and isinstance(rec.value, dict) and \
+                _number(rec.value.get("data_wait_s")) is not None:
+            run.data_wait_s = (run.data_wait_s or 0.0) + rec.value["data_wait_s"]
         elif rec.key == "eval_accuracy" and _number(rec.value) is not None:
             raw_evals.append((rec.time_ms, _number(rec.metadata.get("epoch_num")), float(rec.value)))
     if saw_eval_interval:

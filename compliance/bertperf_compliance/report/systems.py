@@ -120,7 +120,7 @@ class ResultSet:
         return sizes.pop() if len(sizes) == 1 else None
 
     def mean_of(self, attribute: str) -> Optional[float]:
-        """Mean of a per-run throughput over the converged runs that have it."""
+        """Mean of a per-run value (a throughput, the time waiting for data) over the converged runs that have it."""
         values = [getattr(r, attribute) for r in self.converged_runs]
         values = [v for v in values if v is not None]
         return sum(values) / len(values) if values else None
