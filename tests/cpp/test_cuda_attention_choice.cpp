@@ -4,10 +4,15 @@
 //    (the case of the dP-workspace backward at BERT-large sizes), when that memory is not there, and when the
 //    runtime cuDNN is older than 9.25 for a layout that can hold zero-length sequences (without building at all);
 //  - a forced cuDNN runs it over the cap and on an old cuDNN (saying what it risks), and throws where it cannot;
-//  - the workspace reserved is the built graphs' own figure.
+//  - the workspace reserved is the built graphs' own figure;
+//  - cuDNN's forward is built in the COMPOSITE family first, with dropout or without (so the conformance test and the
+//    eval run the family training runs), UNIFIED only as a retry for a shape without dropout, saying why.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <functional>
 #include <string>
+#include <vector>
 
 #include "backends/cuda/attention_choice.h"
 #include "core/errors.h"
@@ -123,6 +128,71 @@ TEST(CudaAttentionChoice, ForcedKernelNeverAsksCudnn) {
   EXPECT_FALSE(got.cudnn);
   EXPECT_TRUE(got.note.empty());
   EXPECT_EQ(c.builds, 0);
+}
+
+// A stand-in for building one shape in each family: `refuses` lists the families that refuse it.
+struct FakeFamilies {
+  std::vector<SdpaFamily> refuses;
+  std::vector<SdpaFamily> tried;
+  std::function<CudnnBuild(SdpaFamily)> build() {
+    return [this](SdpaFamily f) {
+      tried.push_back(f);
+      if (std::find(refuses.begin(), refuses.end(), f) != refuses.end())
+        return CudnnBuild{false, cat(family_name(f), " engine: ragged layout not supported"), 0};
+      return CudnnBuild{true, "", f == SdpaFamily::COMPOSITE ? size_t{1000} : size_t{2000}};
+    };
+  }
+};
+
+TEST(CudaAttentionChoice, ShapesWithAndWithoutDropoutBuildTheCompositeForwardFirst) {
+  using F = SdpaFamily;
+  EXPECT_EQ(sdpa_families(true), std::vector<F>{F::COMPOSITE}) << "UNIFIED cannot draw dropout masks";
+  EXPECT_EQ(sdpa_families(false), (std::vector<F>{F::COMPOSITE, F::UNIFIED}));
+  for (bool dropout : {false, true}) {
+    FakeFamilies c;
+    const CudnnBuild got = build_first_family(dropout, c.build());
+    EXPECT_TRUE(got.ok);
+    EXPECT_EQ(got.family, F::COMPOSITE);
+    EXPECT_EQ(c.tried, std::vector<F>{F::COMPOSITE}) << "built more than the family that builds";
+    EXPECT_TRUE(got.retried.empty()) << got.retried;
+    EXPECT_EQ(got.workspace, 1000u);
+  }
+}
+
+TEST(CudaAttentionChoice, AShapeWithoutDropoutThatCompositeRefusesIsRetriedWithUnifiedSayingWhy) {
+  using F = SdpaFamily;
+  FakeFamilies c{{F::COMPOSITE}, {}};
+  const CudnnBuild got = build_first_family(false, c.build());
+  EXPECT_TRUE(got.ok);
+  EXPECT_EQ(got.family, F::UNIFIED);
+  EXPECT_EQ(got.workspace, 2000u) << "the workspace of the family that built";
+  EXPECT_EQ(c.tried, (std::vector<F>{F::COMPOSITE, F::UNIFIED}));
+  EXPECT_TRUE(mentions(got.retried, "COMPOSITE engine: ragged layout not supported")) << got.retried;
+  EXPECT_TRUE(mentions(got.retried, "UNIFIED")) << got.retried;
+  // The choice runs it on cuDNN and passes the reason on, for the once-per-shape line.
+  FakeCudnn fake{got};
+  const AttentionChoice choice = choose_attention(AttentionImpl::AUTO, 64, kNew, true, kCap, fake.ops());
+  EXPECT_TRUE(choice.cudnn);
+  EXPECT_EQ(choice.family, F::UNIFIED);
+  EXPECT_TRUE(mentions(choice.note, "COMPOSITE engine")) << choice.note;
+}
+
+TEST(CudaAttentionChoice, AShapeWithDropoutThatCompositeRefusesIsNotRetriedAndRunsOnTheKernel) {
+  using F = SdpaFamily;
+  FakeFamilies c{{F::COMPOSITE}, {}};
+  const CudnnBuild got = build_first_family(true, c.build());
+  EXPECT_FALSE(got.ok);
+  EXPECT_EQ(c.tried, std::vector<F>{F::COMPOSITE});
+  EXPECT_TRUE(mentions(got.why, "COMPOSITE engine: ragged layout not supported")) << got.why;
+  FakeCudnn fake{got};
+  const AttentionChoice choice = choose_attention(AttentionImpl::AUTO, 64, kNew, true, kCap, fake.ops());
+  EXPECT_FALSE(choice.cudnn);
+  EXPECT_TRUE(mentions(choice.note, "COMPOSITE")) << choice.note;
+  // Both refusing: the reasons of both.
+  FakeFamilies both{{F::COMPOSITE, F::UNIFIED}, {}};
+  const CudnnBuild none = build_first_family(false, both.build());
+  EXPECT_FALSE(none.ok);
+  EXPECT_TRUE(mentions(none.why, "COMPOSITE engine") && mentions(none.why, "UNIFIED engine")) << none.why;
 }
 
 TEST(CudaAttentionChoice, VersionsReadAsTheLibrariesWriteThem) {

@@ -9,6 +9,29 @@ std::string library_version(size_t version) {
   return cat(version / 10000, ".", version / 100 % 100, ".", version % 100);
 }
 
+const char* family_name(SdpaFamily family) { return family == SdpaFamily::COMPOSITE ? "COMPOSITE" : "UNIFIED"; }
+
+std::vector<SdpaFamily> sdpa_families(bool dropout) {
+  if (dropout) return {SdpaFamily::COMPOSITE};  // UNIFIED cannot draw masks and write the statistics
+  return {SdpaFamily::COMPOSITE, SdpaFamily::UNIFIED};
+}
+
+CudnnBuild build_first_family(bool dropout, const std::function<CudnnBuild(SdpaFamily)>& build) {
+  std::string refused;
+  CudnnBuild got;
+  for (SdpaFamily family : sdpa_families(dropout)) {
+    got = build(family);
+    got.family = family;
+    if (got.ok) {
+      if (!refused.empty()) got.retried = refused + "; built with the " + family_name(family) + " forward instead";
+      return got;
+    }
+    refused += cat(refused.empty() ? "" : "; ", "the ", family_name(family), " forward was refused: ", got.why);
+  }
+  got.why = refused;
+  return got;
+}
+
 AttentionChoice choose_attention(AttentionImpl mode, int head_dim, int cudnn_version, bool may_hold_empty_sequences,
                                  size_t workspace_cap, const CudnnShapeOps& cudnn) {
   if (mode == AttentionImpl::KERNEL) return {};
@@ -47,7 +70,8 @@ AttentionChoice choose_attention(AttentionImpl mode, int head_dim, int cudnn_ver
                          e.what())};
     }
   }
-  return {true, built.workspace, note};
+  if (!built.retried.empty()) note = note.empty() ? built.retried : note + "; " + built.retried;
+  return {true, built.workspace, note, built.family};
 }
 
 }  // namespace bertperf::cuda
