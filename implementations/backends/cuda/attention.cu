@@ -428,12 +428,21 @@ bool AttentionRunner::use_cudnn(CudaContext& ctx, const AttentionShape& s) {
   const std::string shape = cat("cuda backend: attention of ", s.N, " tokens in ", s.sequences, " sequences of up to ",
                                 s.max_seqlen, ", ", s.heads, " heads of ", s.head_dim, ", dropout ", s.drop_prob, ": ");
   if (choice.cudnn) {
-    std::fprintf(stderr, "%scuDNN's fused SDPA, %zu bytes of workspace%s%s\n", shape.c_str(), choice.workspace,
+    std::fprintf(stderr, "%scuDNN's fused SDPA (%s forward), %zu bytes of workspace%s%s%s\n", shape.c_str(),
+                 family_name(choice.family), choice.workspace,
+                 s.drop_prob > 0.0f ? "" : " for the forward (the backward's graph is built at its first call)",
                  choice.note.empty() ? "" : "; ", choice.note.c_str());
   } else if (!choice.note.empty()) {
     std::fprintf(stderr, "%sthis backend's kernel, not cuDNN's fused SDPA: %s\n", shape.c_str(), choice.note.c_str());
   }
   return on_cudnn_.emplace(s, choice.cudnn).first->second;
+}
+
+std::string AttentionRunner::path() const {
+  bool cudnn = false, kernel = false;
+  for (const auto* choices : {&on_cudnn_, &backward_on_cudnn_})
+    for (const auto& [shape, on_cudnn] : *choices) (on_cudnn ? cudnn : kernel) = true;
+  return cudnn && kernel ? "cudnn and kernel" : cudnn ? "cudnn" : kernel ? "kernel" : "";
 }
 
 void AttentionRunner::forward(CudaContext& ctx, const ops::AttentionForward& p) {
@@ -447,11 +456,30 @@ void AttentionRunner::forward(CudaContext& ctx, const ops::AttentionForward& p) 
   attention_zero_filler(ctx, p.ctx, p.cu_seqlens, p.sequences, p.N, p.heads * p.head_dim);
 }
 
+// Whether a shape's backward runs on cuDNN, decided at its first backward. The forward chose for the shape; with
+// dropout its backward was built with it and follows it (the masks must agree). Without, the backward's graph is built
+// now, under the same rule; where cuDNN cannot run it, the kernel's backward reads the statistics cuDNN's forward
+// saved (the same layout), and that is said once.
+bool AttentionRunner::backward_on_cudnn(CudaContext& ctx, const AttentionShape& s) {
+  if (!use_cudnn(ctx, s)) return false;
+  if (s.drop_prob > 0.0f) return true;
+  auto found = backward_on_cudnn_.find(s);
+  if (found != backward_on_cudnn_.end()) return found->second;
+  const CudnnShapeOps ops{[&] { return cudnn_->build_backward(ctx, s); },
+                          [&](size_t bytes) { cudnn_->reserve(bytes); }};
+  const AttentionChoice choice = choose_attention(mode_, s.head_dim, static_cast<int>(cudnnGetVersion()), true,
+                                                  cudnn_workspace_cap_, ops);
+  if (!choice.cudnn)
+    std::fprintf(stderr, "cuda backend: attention backward of %d tokens in %d sequences of up to %d, %d heads of %d: "
+                 "this backend's kernel after cuDNN's forward: %s\n", s.N, s.sequences, s.max_seqlen, s.heads,
+                 s.head_dim, choice.note.c_str());
+  return backward_on_cudnn_.emplace(s, choice.cudnn).first->second;
+}
+
 void AttentionRunner::backward(CudaContext& ctx, const ops::AttentionBackward& p) {
   check_shape(p.N, p.sequences, p.max_seqlen, p.heads, p.head_dim, p.dropout);
   const AttentionSaved layout(p.sequences, p.max_seqlen, p.heads);
-  // The forward of this shape chose the implementation; the choice is kept, so the backward follows it.
-  if (use_cudnn(ctx, {p.N, p.sequences, p.max_seqlen, p.heads, p.head_dim, p.dropout.prob}))
+  if (backward_on_cudnn(ctx, {p.N, p.sequences, p.max_seqlen, p.heads, p.head_dim, p.dropout.prob}))
     cudnn_->backward(ctx, p, layout);
   else
     kernel_attention_backward(ctx, p, layout);

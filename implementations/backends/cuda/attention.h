@@ -26,8 +26,9 @@ struct AttentionShape {
 class CudnnAttention;  // attention_impl.h
 
 // The attention of one backend, owned by its CudaBackend: for each shape, the implementation it runs on (cuDNN's
-// fused SDPA or this backend's kernel, chosen at the shape's first call by attention_choice.h's rule; a shape that
-// could have run on cuDNN and does not is said once on stderr), and cuDNN's graphs with the workspace they share.
+// fused SDPA or this backend's kernel, chosen at the shape's first call by attention_choice.h's rule, and for the
+// backward of a shape without dropout at its first backward; a shape that could have run on cuDNN and does not is
+// said once on stderr), and cuDNN's graphs with the workspace they share.
 class AttentionRunner {
  public:
   // `mode`: the backend's "attention" option (AUTO decides per shape). `cudnn_workspace_cap`: the most workspace, in
@@ -39,12 +40,15 @@ class AttentionRunner {
 
   void forward(CudaContext& ctx, const ops::AttentionForward& p);
   void backward(CudaContext& ctx, const ops::AttentionBackward& p);
+  // Where the shapes so far ran: "cudnn", "kernel", "cudnn and kernel", or "" before the first.
+  std::string path() const;
 
  private:
   bool use_cudnn(CudaContext& ctx, const AttentionShape& s);
+  bool backward_on_cudnn(CudaContext& ctx, const AttentionShape& s);
   AttentionImpl mode_;
   size_t cudnn_workspace_cap_;
-  std::map<AttentionShape, bool> on_cudnn_;
+  std::map<AttentionShape, bool> on_cudnn_, backward_on_cudnn_;
   std::unique_ptr<CudnnAttention> cudnn_;
 };
 

@@ -16,6 +16,7 @@
 #include <cmath>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 
@@ -100,11 +101,15 @@ std::shared_ptr<fe::graph::Graph> new_graph() {
 
 float score_scale(const Shape& s) { return 1.0f / std::sqrt(static_cast<float>(s.head_dim)); }
 
-std::shared_ptr<fe::graph::Graph> forward_graph(const Shape& s) {
+// The forward in one node family (attention_choice.h): pinned, never the frontend's own choice, so that a shape
+// without dropout runs the family a shape with dropout must.
+std::shared_ptr<fe::graph::Graph> forward_graph(const Shape& s, SdpaFamily family) {
   auto g = new_graph();
   const Inputs in = add_inputs(*g, s);
   auto options = fe::graph::SDPA_attributes()
                      .set_name("attention_forward")
+                     .set_implementation(family == SdpaFamily::COMPOSITE ? fe::AttentionImplementation_t::COMPOSITE
+                                                                         : fe::AttentionImplementation_t::UNIFIED)
                      .set_generate_stats(true)
                      .set_attn_scale(score_scale(s))
                      .set_padding_mask(true)
@@ -172,9 +177,11 @@ AttentionShape shape_of(const P& p) {
 
 }  // namespace
 
-// A shape's graphs, or what cuDNN said when it refused them.
+// A shape's graphs, or what cuDNN said when it refused them: `build` is the forward's (with the backward's, for a
+// shape with dropout), `backward_build` the backward's once it has been built.
 struct CudnnAttention::Graphs {
   CudnnBuild build;
+  std::optional<CudnnBuild> backward_build;
   std::shared_ptr<fe::graph::Graph> forward, backward;
 };
 
@@ -182,54 +189,99 @@ CudnnAttention::CudnnAttention(const CudaContext& ctx) : workspace_({&ctx}, ctx.
 
 CudnnAttention::~CudnnAttention() = default;
 
-// Builds both graphs of a shape (a shape runs on cuDNN only if its forward and backward both do, since their
-// dropout masks must agree).
+namespace {
+
+// Builds a graph and asks it for its workspace, into `b` (the larger of what it held and the graph's); null, with
+// what cuDNN said in b.why, when it refuses.
+std::shared_ptr<fe::graph::Graph> attempt(CudaContext& ctx, std::shared_ptr<fe::graph::Graph> graph, const char* what,
+                                          CudnnBuild& b) {
+  fe::error_t status = graph->build(ctx.cudnn, {fe::HeurMode_t::A});
+  int64_t workspace = 0;
+  if (status.is_good()) status = graph->get_workspace_size(workspace);
+  if (status.is_bad()) {
+    b.why = std::string("cuDNN SDPA ") + what + ": " + status.get_message();
+    return nullptr;
+  }
+  b.workspace = std::max(b.workspace, static_cast<size_t>(std::max<int64_t>(workspace, 0)));
+  return graph;
+}
+
+void check_not_capturing(const CudaContext& ctx, const AttentionShape& s, const char* what) {
+  BERT_CHECK(!ctx.capture.capturing, "cuDNN attention: the ", what, " graph of a shape (", s.N, " tokens, ",
+             s.sequences, " sequences) would be built inside a graph capture; run the shape once before capturing");
+}
+
+}  // namespace
+
+// Builds a shape's forward, in the first family that builds (attention_choice.h). With dropout its backward too (a
+// shape with dropout runs on cuDNN only if its forward and backward both do, since their masks must agree); without,
+// the backward waits for the shape's first backward (build_backward), so a shape only evaluated reserves none.
 CudnnBuild CudnnAttention::build(CudaContext& ctx, const AttentionShape& s) {
   auto found = graphs_.find(s);
   if (found != graphs_.end()) return found->second->build;
-  BERT_CHECK(!ctx.capture.capturing, "cuDNN attention: the graphs of a shape (", s.N, " tokens, ", s.sequences,
-             " sequences) would be built inside a graph capture; run the shape once before capturing");
+  check_not_capturing(ctx, s, "forward");
   auto g = std::make_unique<Graphs>();
-  CudnnBuild& b = g->build;
-  auto attempt = [&](std::shared_ptr<fe::graph::Graph> graph, const char* what) {
-    fe::error_t status = graph->build(ctx.cudnn, {fe::HeurMode_t::A});
-    int64_t workspace = 0;
-    if (status.is_good()) status = graph->get_workspace_size(workspace);
-    if (status.is_bad()) {
-      b.why = std::string("cuDNN SDPA ") + what + ": " + status.get_message();
-      return std::shared_ptr<fe::graph::Graph>();
-    }
-    b.workspace = std::max(b.workspace, static_cast<size_t>(std::max<int64_t>(workspace, 0)));
-    return graph;
-  };
-  try {
-    g->forward = attempt(forward_graph(s), "forward");
-    if (g->forward) g->backward = attempt(backward_graph(s, ctx.sm), "backward");
-  } catch (const std::exception& x) {  // the frontend throws for some unsupported configurations
-    b.why = std::string("cuDNN SDPA: ") + x.what();
-    g->backward.reset();
-  }
-  b.ok = g->forward && g->backward;
-  if (!b.ok) {  // one graph alone is of no use
+  const bool dropout = s.drop_prob > 0.0f;
+  auto one_family = [&](SdpaFamily family) {
+    CudnnBuild b;
     g->forward.reset();
     g->backward.reset();
-  }
+    try {
+      g->forward = attempt(ctx, forward_graph(s, family), "forward", b);
+      if (g->forward && dropout) g->backward = attempt(ctx, backward_graph(s, ctx.sm), "backward", b);
+    } catch (const std::exception& x) {  // the frontend throws for some unsupported configurations
+      b.why = std::string("cuDNN SDPA: ") + x.what();
+      g->backward.reset();
+    }
+    b.ok = g->forward && (g->backward || !dropout);
+    if (!b.ok) {  // one graph alone is of no use
+      g->forward.reset();
+      g->backward.reset();
+    }
+    return b;
+  };
+  g->build = build_first_family(dropout, one_family);
+  if (dropout) g->backward_build = g->build;
   return graphs_.emplace(s, std::move(g)).first->second->build;
+}
+
+CudnnBuild CudnnAttention::build_backward(CudaContext& ctx, const AttentionShape& s) {
+  auto found = graphs_.find(s);
+  BERT_CHECK(found != graphs_.end() && found->second->build.ok, "cuDNN SDPA backward: the forward of this shape (",
+             s.N, " tokens, ", s.sequences, " sequences) was not built");
+  Graphs& g = *found->second;
+  if (g.backward_build) return *g.backward_build;
+  check_not_capturing(ctx, s, "backward");
+  CudnnBuild b;
+  try {
+    g.backward = attempt(ctx, backward_graph(s, ctx.sm), "backward", b);
+  } catch (const std::exception& x) {
+    b.why = std::string("cuDNN SDPA backward: ") + x.what();
+    g.backward.reset();
+  }
+  b.ok = g.backward != nullptr;
+  b.family = g.build.family;
+  g.backward_build = b;
+  return b;
 }
 
 void CudnnAttention::reserve(size_t bytes) { workspace_.get(bytes); }
 
-const CudnnAttention::Graphs& CudnnAttention::built(const AttentionShape& s, const char* what) const {
+const CudnnAttention::Graphs& CudnnAttention::built(const AttentionShape& s, bool backward) const {
+  const char* what = backward ? "backward" : "forward";
   auto found = graphs_.find(s);
-  BERT_CHECK(found != graphs_.end() && found->second->build.ok, "cuDNN SDPA ", what, ": the graphs of this shape (",
-             s.N, " tokens, ", s.sequences, " sequences) were not built");
-  BERT_CHECK(found->second->build.workspace <= workspace_.bytes(), "cuDNN SDPA ", what, " needs ",
-             found->second->build.workspace, " bytes of workspace; ", workspace_.bytes(), " were reserved");
+  const CudnnBuild* b = found == graphs_.end() ? nullptr
+                        : backward ? (found->second->backward_build ? &*found->second->backward_build : nullptr)
+                                   : &found->second->build;
+  BERT_CHECK(b && b->ok, "cuDNN SDPA ", what, ": the graph of this shape (", s.N, " tokens, ", s.sequences,
+             " sequences) was not built");
+  BERT_CHECK(b->workspace <= workspace_.bytes(), "cuDNN SDPA ", what, " needs ", b->workspace,
+             " bytes of workspace; ", workspace_.bytes(), " were reserved");
   return *found->second;
 }
 
 void CudnnAttention::forward(CudaContext& ctx, const ops::AttentionForward& p, const AttentionSaved& l) {
-  const Graphs& g = built(shape_of(p), "forward");
+  const Graphs& g = built(shape_of(p), false);
   const int H = p.heads * p.head_dim;
   std::unordered_map<int64_t, void*> pack = {
       {UID_Q, const_cast<void*>(p.qkv)},
@@ -251,7 +303,7 @@ void CudnnAttention::forward(CudaContext& ctx, const ops::AttentionForward& p, c
 }
 
 void CudnnAttention::backward(CudaContext& ctx, const ops::AttentionBackward& p, const AttentionSaved& l) {
-  const Graphs& g = built(shape_of(p), "backward");
+  const Graphs& g = built(shape_of(p), true);
   const int H = p.heads * p.head_dim;
   const size_t k_at = static_cast<size_t>(H) * 2, v_at = static_cast<size_t>(2 * H) * 2;  // bytes of bf16
   std::unordered_map<int64_t, void*> pack = {

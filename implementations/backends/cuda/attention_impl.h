@@ -5,9 +5,13 @@
 //    ragged ("THD") layout, q, k and v read in place from the packed (N, 3H) qkv through ragged offsets and a row
 //    stride of 3H, masked per sequence by its length (padding mask). cuDNN draws its own dropout masks from a
 //    (seed, offset) pair, so its masks are not ops.h's Philox masks (the conformance test compares it with dropout
-//    off and checks the rate and scale of its masks). Used for head_dim 64 (any multiple of 8 up to 128) wherever
+//    off, checks the rate and scale of its masks, and compares its forward and backward with dropout with an fp64
+//    reference on the masks read back from a forward over one-hot values: AttentionBackwardWithDropout). Used for head_dim 64 (any multiple of 8 up to 128) wherever
 //    the installed cuDNN builds the graph (ragged layouts need Hopper, or cuDNN 9.18.1 and later on Ampere), takes
 //    zero-length sequences (9.25 and later), and its graphs' workspace fits the backend's cap (attention_choice.h).
+//    The forward is pinned to the frontend's COMPOSITE node family, the one that takes dropout, so a shape without
+//    dropout (the conformance test, the eval) runs the family training runs; UNIFIED is a retry for a shape without
+//    dropout that COMPOSITE refuses (attention_choice.h: build_first_family).
 //  - Our kernel (attention.cu): exact softmax in two passes over the keys, one warp per query (forward, dq) or key
 //    (dk, dv) row, ops.h's Philox masks. It covers what cuDNN refuses (other head sizes, older cuDNN on Ampere);
 //    it is written for being right, not fast.
@@ -44,8 +48,10 @@ void attention_prepare(CudaContext& ctx, const ops::AttentionForward& p, const A
 void attention_zero_filler(CudaContext& ctx, void* x, const int32_t* cu_seqlens, int sequences, int N, int cols);
 
 // cuDNN's fused SDPA state of one backend (attention_cudnn.cpp): the forward and backward graphs of each shape, built
-// on the backend's cuDNN handle at the shape's first call (never inside a capture) and kept until the backend goes,
-// and the one device workspace they share.
+// on the backend's cuDNN handle (never inside a capture) and kept until the backend goes, and the one device
+// workspace they share. A shape's forward is built at its first call, with its backward where it has dropout (the
+// two must agree on the masks); a shape without dropout builds its backward at its first backward, so a shape only
+// evaluated builds and reserves none.
 class CudnnAttention {
  public:
   explicit CudnnAttention(const CudaContext& ctx);
@@ -53,8 +59,11 @@ class CudnnAttention {
   CudnnAttention(const CudnnAttention&) = delete;
   CudnnAttention& operator=(const CudnnAttention&) = delete;
 
-  // Builds the shape's two graphs (once; later calls return the first answer) and asks them for their workspace.
+  // Builds the shape's forward graph, and its backward where it has dropout (once; later calls return the first
+  // answer), and asks them for their workspace.
   CudnnBuild build(CudaContext& ctx, const AttentionShape& s);
+  // Builds the backward graph of a shape whose forward is built (once; for a shape with dropout, build's answer).
+  CudnnBuild build_backward(CudaContext& ctx, const AttentionShape& s);
   // Grows the shared workspace to at least `bytes` (InputError when the device memory is not there).
   void reserve(size_t bytes);
   // Run a built shape (after reserve): a shape that is not built, or an error while running, throws.
@@ -63,7 +72,7 @@ class CudnnAttention {
 
  private:
   struct Graphs;
-  const Graphs& built(const AttentionShape& s, const char* what) const;
+  const Graphs& built(const AttentionShape& s, bool backward) const;
   std::map<AttentionShape, std::unique_ptr<Graphs>> graphs_;
   DeviceScratch workspace_;
 };
