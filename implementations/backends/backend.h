@@ -41,6 +41,9 @@ class Backend : public Device, public OpVocabulary {
   virtual std::string describe() const = 0; // one line: device, threads, dtypes, library versions
   // The libraries it runs on and their versions, as (name, version), for run logs and system descriptions.
   virtual std::vector<std::pair<std::string, std::string>> library_versions() const { return {}; }
+  // The ways its ops have run so far where it has more than one, as (what, how): the CUDA backend's attention is
+  // "cudnn", "kernel" or "cudnn and kernel" (per shape). Empty where there is no choice, or before the first op.
+  virtual std::vector<std::pair<std::string, std::string>> paths_taken() const { return {}; }
   virtual DType act_dtype() const = 0;      // A in ops.h
   virtual DType weight_dtype() const = 0;   // W
   virtual DType master_dtype() const = 0;   // F

@@ -100,7 +100,9 @@ int cmd_bench_step(const Args& args, DistContext& dist) {
                  "            for cuda (implementations/backends/registry.h); --threads N is threads=N\n"
                  "  --packed  MLPerf phase-2 shapes: --batch packed rows of 512 tokens, about 2 sequences of 254\n"
                  "            real tokens and 76 predictions per row (seqs_per_s counts sequences)\n"
-                 "  --eager   no captured step (CUDA graph) even where the backend can capture\n";
+                 "  --eager   no captured step (CUDA graph) even where the backend can capture\n"
+                 "Prints a paths line after the warm-up (which way the backend's ops went where it has a choice,\n"
+                 "e.g. the CUDA attention: cudnn or kernel), then one JSON line per repeat and a summary.\n";
     return 0;
   }
   if (opt.get("model") && opt.get("config")) throw_input("command line", "give --model or --config, not both");
@@ -180,6 +182,16 @@ int cmd_bench_step(const Args& args, DistContext& dist) {
     ++step_index;
   };
   for (int i = 0; i < warmup; ++i) step();
+  // Which way the backend's ops went in the warm-up steps where it has a choice (the CUDA attention: cuDNN's or its
+  // own kernel; nothing before a first step), before timing: scripts/device_check.sh's probe says it.
+  if (dist.is_root()) {
+    std::string paths;
+    for (const auto& [what, how] : backend.paths_taken())
+      paths += cat(paths.empty() ? "" : ", ", "\"", what, "\": \"", how, "\"");
+    std::printf("{\"bench\": \"bertperf_paths\", \"model\": \"%s\", \"backend\": \"%s\", \"paths\": {%s}}\n",
+                model_name.c_str(), backend.name().c_str(), paths.c_str());
+    std::fflush(stdout);
+  }
 
   const double flops = step_flops(config, rows);
   int sequences = 0;

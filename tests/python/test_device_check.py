@@ -7,17 +7,18 @@ that what the check does with its budget, its state and its steps' outputs is ch
    check exits 0 when nothing failed, and --resume runs only the steps not yet run;
  - a step that fails, or times out at its own limit, is FAILED and the check exits 1;
  - a sanitizer finding whose first frame is in a library's kernel is the library's; one in ours fails;
- - the benchmark runs its full timing only where the probe's paths line says the attention is cuDNN's.
+ - the benchmark runs its full timing only where the probe's paths line says the attention is cuDNN's, and the real
+   bench-step prints that line, in the form the check reads, before its first timed repeat.
 The stand-in prints what the real programs print (GoogleTest's lines, compute-sanitizer's summary and findings,
 bench-step's JSON lines) and logs each step it is asked to run."""
+import json
 import os
 import re
 import subprocess
-from pathlib import Path
 
 import pytest
 
-from bertperf_paths import REPO
+from bertperf_paths import REPO, find_binary
 
 SCRIPT = REPO / "scripts" / "device_check.sh"
 
@@ -167,3 +168,17 @@ def test_bad_options_get_one_line():
     for args, what in ((["--budget", "soon"], "budget"), (["--frobnicate"], "unknown option"), (["--out"], "--out")):
         got = subprocess.run(["bash", str(SCRIPT), *args], capture_output=True, text=True, timeout=30)
         assert got.returncode == 2 and what in got.stderr and len(got.stderr.strip().splitlines()) == 1, got.stderr
+
+
+def test_bench_step_prints_its_paths_line_before_timing():
+    bertperf = find_binary("bertperf")
+    if bertperf is None:
+        pytest.skip("bertperf is not built")
+    got = subprocess.run([str(bertperf), "bench-step", "--model", "mini", "--batch", "1", "--seq-len", "16",
+                          "--threads", "1", "--warmup", "1", "--steps", "1", "--repeats", "1"],
+                         capture_output=True, text=True, timeout=120)
+    assert got.returncode == 0, got.stderr
+    records = [json.loads(line) for line in got.stdout.splitlines() if line.startswith("{")]
+    assert records[0]["bench"] == "bertperf_paths", records[0]
+    assert records[0]["paths"] == {}, "the cpu backend has no choice of path"
+    assert "repeat" in records[1] and records[-1]["summary"] == "best"

@@ -112,6 +112,11 @@ class CudaBackend final : public Backend {
             {"cuBLASLt", cuda::library_version(cublasLtGetVersion())},
             {"cuDNN", cuda::library_version(cudnnGetVersion())}};
   }
+  std::vector<std::pair<std::string, std::string>> paths_taken() const override {
+    const std::string attention = attention_->path();
+    if (attention.empty()) return {};
+    return {{"attention", attention}};
+  }
   DType act_dtype() const override { return DType::BF16; }
   DType weight_dtype() const override { return DType::BF16; }
   DType master_dtype() const override { return DType::F32; }
