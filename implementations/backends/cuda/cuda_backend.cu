@@ -20,6 +20,7 @@
 #include "backends/cuda/linear.h"
 #include "backends/cuda/optimizer.h"
 #include "backends/cuda/scratch.h"
+#include "core/buffer.h"
 #include "core/errors.h"
 
 namespace bertperf {
@@ -122,7 +123,7 @@ class CudaBackend final : public Backend {
   DType master_dtype() const override { return DType::F32; }
 
   void* allocate(size_t bytes, MemoryKind kind) override {
-    const size_t rounded = (bytes == 0 ? 1 : bytes + 255) / 256 * 256;
+    const size_t rounded = align_up(bytes == 0 ? 1 : bytes);  // a 0-byte request gets 256 bytes, as the CPU's
     void* p = nullptr;
     switch (kind) {
       case MemoryKind::DEVICE:
