@@ -39,6 +39,13 @@ __global__ void activation_forward_kernel(bf16* out, const bf16* inp, int N, int
   }
 }
 
+__global__ void broadcast_row_kernel(bf16* out, const bf16* row, int N, int cols, size_t ld) {
+  const size_t total = static_cast<size_t>(N) * cols;
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x)
+    out[i / cols * ld + i % cols] = row[i % cols];
+}
+
 __global__ void activation_backward_kernel(bf16* dinp, const bf16* dout, const bf16* saved, int N, int cols,
                                            size_t ld, ops::Activation act, bool packs) {
   const int width = packs ? cols / 8 : cols;
@@ -123,6 +130,13 @@ void activation_forward_rows(CudaContext& ctx, bf16* out, const bf16* inp, int N
   const bool packs = packs_fit(cols, ld, {out, inp});
   const size_t work = static_cast<size_t>(N) * (packs ? cols / 8 : cols);
   activation_forward_kernel<<<grid_for(work, kThreads), kThreads, 0, ctx.stream>>>(out, inp, N, cols, ld, act, packs);
+  CUDA_CHECK_LAUNCH();
+}
+
+void broadcast_row(CudaContext& ctx, bf16* out, const bf16* row, int N, int cols, size_t ld) {
+  if (N <= 0 || cols <= 0) return;
+  const size_t work = static_cast<size_t>(N) * cols;
+  broadcast_row_kernel<<<grid_for(work, kThreads), kThreads, 0, ctx.stream>>>(out, row, N, cols, ld);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -21,6 +21,9 @@ void activation_forward_rows(CudaContext& ctx, bf16* out, const bf16* inp, int N
 void activation_backward_rows(CudaContext& ctx, bf16* dinp, const bf16* dout, const bf16* saved, int N, int cols,
                               size_t ld, ops::Activation act);
 
+// out[n * ld + c] = row[c] for the N rows of `cols` (a bias written into the output a GEMM then adds to).
+void broadcast_row(CudaContext& ctx, bf16* out, const bf16* row, int N, int cols, size_t ld);
+
 // sums[c] += sum over rows n of x[n * ld + c], c < C, in fp32, summed in a fixed order (deterministic).
 void add_column_sums(CudaContext& ctx, DeviceScratch& scratch, float* sums, const bf16* x, int N, int C, size_t ld);
 

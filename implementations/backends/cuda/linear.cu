@@ -195,7 +195,22 @@ void linear_forward(CudaContext& ctx, GemmRunner& gemm, bool own_gelu, const ops
     }
   }
   // One GEMM per group (the fused QKV is three products of one input into column blocks of one output).
-  for (const Gemm& g : linear_forward_gemms(p, lt_gelu)) gemm.run(ctx, g);
+  for (Gemm g : linear_forward_gemms(p, lt_gelu)) {
+    if (g.epilogue == CUBLASLT_EPILOGUE_BIAS && !gemm.plannable(ctx, g)) {
+      // The bias written into the output, then the GEMM without an epilogue adding its product to it: the sum in
+      // fp32 and one rounding, as the bias epilogue's.
+      BERT_CHECK(g.type_d == CUDA_R_16BF && g.type_bias == CUDA_R_16BF && !g.accumulate && g.batch == 1,
+                 "cuBLASLt has no algorithm for the GEMM m ", g.m, " n ", g.n, " k ", g.k, " with its bias epilogue");
+      gemm.note_once(g, cat("cuBLASLt has no algorithm for the forward GEMM m ", g.m, " n ", g.n, " k ", g.k,
+                            " with its bias epilogue: the bias written into the output first, then the GEMM without "
+                            "an epilogue adding to it"));
+      broadcast_row(ctx, static_cast<bf16*>(g.D), static_cast<const bf16*>(g.bias), g.n, g.m, g.ldd);
+      g.epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+      g.bias = nullptr;
+      g.accumulate = true;
+    }
+    gemm.run(ctx, g);
+  }
   if (p.act == ops::Activation::GELU && !lt_gelu) {
     activation_forward_rows(ctx, static_cast<bf16*>(p.out), static_cast<const bf16*>(p.pre), N, G * O, ldo,
                             ops::Activation::GELU);

@@ -5,7 +5,8 @@
 // Epilogues: BIAS in the forward; GELU_AUX_BIAS (gelu(x . W + b) with the pre-activation saved as the aux matrix)
 // for the FFN up-projection, and DGELU (the GELU derivative applied from the aux matrix) for the backward of
 // the layer feeding it. Where cuBLASLt has no algorithm with a GELU epilogue, the GEMM runs without it and this
-// backend's GELU kernel follows (said once on stderr). cuBLASLt's GELU is the tanh form (it is what PyTorch's
+// backend's GELU kernel follows (said once on stderr); where it has none with the bias epilogue, the bias is
+// written into the output and the GEMM adds its product to it (one rounding, as the epilogue's; said once too). cuBLASLt's GELU is the tanh form (it is what PyTorch's
 // use_gelu fusion, compared with gelu(approximate="tanh"), and NVIDIA's BERT builds rely on; the cuBLASLt docs do
 // not name the formula), and the conformance test compares it with the CPU's kmath::gelu. The backend option
 // "gelu": "kernel" replaces both with this backend's own kernels over kmath::gelu and kmath::gelu_grad. Bias
