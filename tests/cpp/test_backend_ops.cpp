@@ -902,6 +902,7 @@ TEST_P(BackendOps, ConvertsF64ToBf16InOneRounding) {
   b.convert(f32.data(), DType::F32, bf16.data(), DType::BF16, n);  // exact
   std::vector<float> back(n);
   b.download(back.data(), f32.data(), n * sizeof(float));
+  b.synchronize();  // the download has landed (device.h)
   int failures = 0;
   for (size_t i = 0; i < n; ++i) {
     const float want = std::bit_cast<float>(static_cast<uint32_t>(kmath::bf16_bits(x[i])) << 16);
@@ -1211,12 +1212,15 @@ TEST(BackendOpsCoverage, EveryOpHasItsConformanceTest) {
 }
 
 // Every backend of the registry but the oracle, whether this build or machine can run it or not (then: skipped),
-// and the CUDA backend once more with its own attention kernel in place of cuDNN's, and with cuDNN's forced (the
-// device check runs that one where the installed cuDNN is older than automatic mode accepts).
+// cpu-async once more over cpu-bf16 (an asynchronous backend with bf16 memory, as the CUDA backend, on the CPU; its
+// random delays make a read of a download that does not wait for it show there), and the CUDA backend once more with its own attention
+// kernel in place of cuDNN's, and with cuDNN's forced (the device check runs that one where the installed cuDNN is
+// older than automatic mode accepts).
 std::vector<std::string> conformance_backends() {
   std::vector<std::string> names;
   for (const BackendInfo& b : backend_infos())
     if (!b.oracle) names.push_back(b.name);
+  names.push_back("cpu-async:bf16=true,delay_us=50");
   names.push_back("cuda:attention=kernel");
   names.push_back("cuda:attention=cudnn");
   return names;

@@ -162,7 +162,7 @@ constexpr size_t kQueueCapacity = 4096;
 class CpuAsyncBackend final : public Backend {
  public:
   explicit CpuAsyncBackend(const CpuAsyncOptions& options)
-      : inner_(make_cpu_backend(DType::F32, options.threads)),
+      : inner_(make_cpu_backend(options.bf16 ? DType::BF16 : DType::F32, options.threads)),
         options_(options),
         queue_(kQueueCapacity, inner_->threads(), options.delay_us, options.delay_seed) {
     caps_.static_shapes = true;
@@ -174,7 +174,7 @@ class CpuAsyncBackend final : public Backend {
 
   std::string name() const override { return "cpu-async"; }
   std::string describe() const override {
-    return cat("cpu-async: the cpu backend's work queued on a worker thread",
+    return cat("cpu-async: the ", options_.bf16 ? "cpu-bf16" : "cpu", " backend's work queued on a worker thread",
                options_.delay_us > 0 ? cat(", random delays of up to ", options_.delay_us, " us (seed ",
                                            options_.delay_seed, ")")
                                      : std::string(),

@@ -1,7 +1,8 @@
 // cpu-async: the CPU fp32 backend ("cpu", cpu_backend.h) with a GPU's asynchrony, so that the bugs a GPU exposes
 // (host memory rewritten before an asynchronous copy read it, a replayed graph pointing at freed memory, results read
 // before they are ready) are found on the CPU. It runs the same ops, so its numbers are the fp32 backend's bit for
-// bit at the same shapes (every batch at full capacity: "cpu" with "static_shapes": true).
+// bit at the same shapes (every batch at full capacity: "cpu" with "static_shapes": true). With "bf16": true it queues
+// cpu-bf16's work instead: an asynchronous backend with bf16 memory, as the CUDA backend is.
 //
 // Every op, fill, conversion and copy is queued and runs in issue order on the backend's own worker thread, as on a
 // CUDA stream (device.h's rules):

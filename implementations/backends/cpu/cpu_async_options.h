@@ -5,7 +5,9 @@
 //     "delay_seed": int (optional, default 0: the seed of those random times),
 //     "blocking_uploads": bool (optional, default false: true makes every upload wait until it has run, as one from
 //                         pageable memory does: the reference that staging over asynchronous uploads is checked
-//                         against) }
+//                         against),
+//     "bf16": bool (optional, default false: true queues cpu-bf16's work instead of cpu's, an asynchronous backend
+//             with bf16 memory, as the CUDA backend's; the conformance test runs it) }
 #pragma once
 
 #include <cstdint>
@@ -20,6 +22,7 @@ struct CpuAsyncOptions {
   int64_t delay_us = 0;
   uint64_t delay_seed = 0;
   bool blocking_uploads = false;
+  bool bf16 = false;
 
   // Reads the fields it knows from `fields`; the caller rejects the rest.
   static CpuAsyncOptions read(JsonFields& fields) {
@@ -34,6 +37,7 @@ struct CpuAsyncOptions {
     if (seed < 0) throw_input(where, "field 'delay_seed' must be 0 or positive");
     o.delay_seed = static_cast<uint64_t>(seed);
     o.blocking_uploads = fields.optional<bool>("blocking_uploads", false);
+    o.bf16 = fields.optional<bool>("bf16", false);
     return o;
   }
 };
