@@ -25,6 +25,8 @@
 // Dropout is compared with masks on, since every backend draws ops.h's Philox masks. A backend that draws its own
 // masks for an op declares it (Capabilities::own_dropout_masks); that op is then compared with dropout off, and the
 // forward ops' drop rate and scaling are checked statistically (which every backend's forward ops also get here).
+// The attention, forward and backward, is also compared with dropout on, on the masks the backend drew (read back
+// from a forward over one-hot values), with an fp64 reference of its own (AttentionBackwardWithDropout).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -1112,6 +1114,126 @@ TEST_P(BackendOps, DropoutMasksHaveTheirRateAndScale) {
     const size_t at = index_of(with, "ctx");
     expect_mask_statistics(run_case(b, with).values[at], run_case(b, without).values[at], p, tol,
                            "attention_forward ctx");
+  }
+}
+
+// The attention of one layout in fp64, forward and backward, with the dropout masks given (keep(s, h, i, j): whether
+// query i of sequence s keeps key j in head h): ctx and dqkv, 0 past the layout's tokens.
+struct AttentionReference {
+  Vec ctx, dqkv;
+};
+AttentionReference attention_reference(const Vec& qkv, const Vec& dctx, const SeqLayout& l, int heads, int D, float p,
+                                       const std::function<bool(int, int, int, int)>& keep) {
+  const int H = heads * D, N = l.tokens;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(D)), kept = 1.0 / (1.0 - p);
+  AttentionReference r{Vec(static_cast<size_t>(N) * H, 0.0), Vec(static_cast<size_t>(N) * 3 * H, 0.0)};
+  auto q = [&](int t, int h, int d) { return qkv[static_cast<size_t>(t) * 3 * H + h * D + d]; };
+  auto k = [&](int t, int h, int d) { return qkv[static_cast<size_t>(t) * 3 * H + H + h * D + d]; };
+  auto v = [&](int t, int h, int d) { return qkv[static_cast<size_t>(t) * 3 * H + 2 * H + h * D + d]; };
+  for (int s = 0; s < l.sequences(); ++s) {
+    const int c0 = l.cu[s], len = l.cu[s + 1] - l.cu[s];
+    for (int h = 0; h < heads; ++h) {
+      std::vector<Vec> P(len, Vec(len)), dP(len, Vec(len));
+      for (int i = 0; i < len; ++i) {
+        double top = -1e300;
+        for (int j = 0; j < len; ++j) {
+          double dot = 0;
+          for (int d = 0; d < D; ++d) dot += q(c0 + i, h, d) * k(c0 + j, h, d);
+          P[i][j] = dot * scale;
+          top = std::max(top, P[i][j]);
+        }
+        double sum = 0;
+        for (int j = 0; j < len; ++j) sum += P[i][j] = std::exp(P[i][j] - top);
+        for (int j = 0; j < len; ++j) P[i][j] /= sum;
+      }
+      for (int i = 0; i < len; ++i)
+        for (int j = 0; j < len; ++j) {
+          const double m = keep(s, h, i, j) ? kept : 0.0, pd = P[i][j] * m;
+          double dpd = 0;
+          for (int d = 0; d < D; ++d) {
+            const double dc = dctx[static_cast<size_t>(c0 + i) * H + h * D + d];
+            r.ctx[static_cast<size_t>(c0 + i) * H + h * D + d] += pd * v(c0 + j, h, d);
+            r.dqkv[static_cast<size_t>(c0 + j) * 3 * H + 2 * H + h * D + d] += pd * dc;  // dv
+            dpd += dc * v(c0 + j, h, d);
+          }
+          dP[i][j] = dpd * m;
+        }
+      for (int i = 0; i < len; ++i) {
+        double row = 0;
+        for (int j = 0; j < len; ++j) row += P[i][j] * dP[i][j];
+        for (int j = 0; j < len; ++j) {
+          const double ds = P[i][j] * (dP[i][j] - row) * scale;
+          for (int d = 0; d < D; ++d) {
+            r.dqkv[static_cast<size_t>(c0 + i) * 3 * H + h * D + d] += ds * k(c0 + j, h, d);      // dq
+            r.dqkv[static_cast<size_t>(c0 + j) * 3 * H + H + h * D + d] += ds * q(c0 + i, h, d);  // dk
+          }
+        }
+      }
+    }
+  }
+  return r;
+}
+
+// The attention backward with dropout on, on the masks the forward drew, whoever draws them: ops.h's Philox, or
+// cuDNN's own generator (which the other attention cases must run with dropout off, so this is the one case that
+// checks the dropout path training runs). The masks are read back from a forward with v one-hot over each sequence's
+// keys (ctx[i][h, j] = probs[i][j] * mask[i][j] / (1 - p): a dropped key is an exact 0), with the counter of the
+// run under test, which then runs forward and backward on random q, k, v; both are compared with the fp64
+// reference on those masks, by relative L2 error per part (ctx, dq, dk, dv).
+TEST_P(BackendOps, AttentionBackwardWithDropout) {
+  Backend& b = *backend_;
+  const float p = 0.1f;
+  const int S = 48, heads = 2, D = 64, H = heads * D, N = 8 * S;  // D >= S: a one-hot column for every key
+  Gen gl(44);
+  const SeqLayout l = random_layout(gl, N, S, false);
+  // The inputs as the backend holds them (bf16 where it keeps activations in bf16), so the reference starts there.
+  const bool bf16 = Dtypes::of(b).act == DType::BF16;
+  auto held = [&](Vec x) {
+    if (bf16)
+      for (double& e : x) e = round_bf16(static_cast<float>(e));
+    return x;
+  };
+  const Vec qkv = held(gl.uniform(static_cast<size_t>(N) * 3 * H, -1, 1));
+  Vec onehot = qkv;
+  for (int s = 0; s < l.sequences(); ++s)
+    for (int j = l.cu[s]; j < l.cu[s + 1]; ++j)
+      for (int h = 0; h < heads; ++h)
+        for (int d = 0; d < D; ++d) onehot[static_cast<size_t>(j) * 3 * H + 2 * H + h * D + d] = d == j - l.cu[s];
+  Gen g1(45), g2(45);
+  const Case masks = attention_case(g1, {N, S, heads, D, false}, p, false, &onehot, &l);
+  const Case c = attention_case(g2, {N, S, heads, D, false}, p, true, &qkv, &l);
+  const Vec mask_ctx = run_case(b, masks).values[index_of(masks, "ctx")];
+  size_t considered = 0, dropped = 0;
+  auto keep = [&](int s, int h, int i, int j) {
+    return mask_ctx[static_cast<size_t>(l.cu[s] + i) * H + h * D + j] != 0.0;
+  };
+  for (int s = 0; s < l.sequences(); ++s)
+    for (int h = 0; h < heads; ++h)
+      for (int i = 0; i < l.cu[s + 1] - l.cu[s]; ++i)
+        for (int j = 0; j < l.cu[s + 1] - l.cu[s]; ++j, ++considered) dropped += !keep(s, h, i, j);
+  ASSERT_GT(considered, 5000u);
+  const double n = static_cast<double>(considered);
+  ASSERT_NEAR(static_cast<double>(dropped), p * n, 5 * std::sqrt(n * p * (1 - p))) << "the masks read back";
+
+  const Results got = run_case(b, c);
+  const AttentionReference want =
+      attention_reference(qkv, held(c.tensors[index_of(c, "dctx")].values), l, heads, D, p, keep);
+  // bf16 storage of ctx, dq, dk, dv (and of the probabilities in cuDNN's fused kernel): a relative L2 error of a few
+  // bf16 roundings; fp32: of fp32 sums over a sequence.
+  const double tol = bf16 ? 2e-2 : 1e-5;
+  auto part = [&](const Vec& x, int third) {
+    Vec out;
+    for (int t = 0; t < l.real_tokens(); ++t)
+      for (int e = 0; e < H; ++e) out.push_back(x[static_cast<size_t>(t) * 3 * H + third * H + e]);
+    return out;
+  };
+  const Vec& ctx = got.values[index_of(c, "ctx")];
+  const Vec& dqkv = got.values[index_of(c, "dqkv")];
+  EXPECT_LT(l2(ctx, &want.ctx) / l2(want.ctx), tol) << "ctx";
+  const char* names[3] = {"dq", "dk", "dv"};
+  for (int third = 0; third < 3; ++third) {
+    const Vec g = part(dqkv, third), w = part(want.dqkv, third);
+    EXPECT_LT(l2(g, &w) / l2(w), tol) << names[third];
   }
 }
 
