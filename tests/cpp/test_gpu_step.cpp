@@ -4,8 +4,10 @@
 //    parameter gradient agreeing with the CPU's by gradient_agreement.h's rule (cosine similarity at least 0.999
 //    where a gradient matters, an absolute bound where it is negligible, as the attention key bias's is); a backend
 //    in the CPU's fp32 (cpu-async) gives the cpu backend's bits at the same shapes;
-//  - two runs of a few steps from one seed, dropout on, bit-identical;
-//  - a captured step (a CUDA graph, cpu-async's recorded queue) replays to the same bits as the same steps run eagerly;
+//  - two runs of a few steps from one seed, dropout on, bit-identical, and a captured step (a CUDA graph, cpu-async's
+//    recorded queue) replaying to the same bits as the same steps run eagerly: exactly the determinism the backend
+//    declares (where it declares an op non-deterministic, as the CUDA backend does off Hopper for cuDNN's attention
+//    backward, the runs use its "deterministic" option, under which it must declare none);
 //  - a few steps with no oracle at all, for compute-sanitizer;
 //  - a session's eval over distinct batches (two staging buffers taking turns, each batch's upload reading pinned
 //    memory when it runs) equals the same eval with every upload blocking, twice in a row.
@@ -21,7 +23,9 @@
 #include <string>
 #include <vector>
 
+#include "backends/cuda/cuda_capabilities.h"
 #include "backends/registry.h"
+#include "core/json_fields.h"
 #include "gradient_agreement.h"
 #include "harness/train_session.h"
 #include "small_bert_step.h"
@@ -43,6 +47,37 @@ BackendSpec spec_of(const std::string& name, std::vector<std::string> options = 
   return backend_spec(name, options);
 }
 
+// The options under which a backend that declares `caps` is to give the same bits on every run: none where it
+// declares every op deterministic; its "deterministic" option where it declares some op not.
+std::vector<std::string> reproducible_options(const Capabilities& caps) {
+  if (caps.nondeterministic.empty()) return {};
+  return {"deterministic=true"};
+}
+
+// The step tests' rule, without a GPU: the CUDA backend's declarations per architecture (cuda_capabilities.h) give
+// no option on Hopper, "deterministic" on Ampere, and under it nothing non-deterministic.
+TEST(StepDeterminism, TheBitIdentityRunsTakeExactlyTheDeterminismDeclared) {
+  EXPECT_TRUE(reproducible_options(Capabilities{}).empty());
+  for (int sm : {80, 86, 90, 100}) {
+    SCOPED_TRACE(cat("sm ", sm));
+    CudaOptions options;
+    const Capabilities declared = cuda::cuda_declared(options, sm).capabilities;
+    const std::vector<std::string> extra = reproducible_options(declared);
+    EXPECT_EQ(extra.empty(), sm == 90);
+    for (const std::string& o : extra) {
+      ASSERT_EQ(o, "deterministic=true");
+      options.deterministic = true;
+    }
+    EXPECT_TRUE(cuda::cuda_declared(options, sm).capabilities.nondeterministic.empty());
+    // The option is one the backend's registry entry reads.
+    if (!extra.empty()) {
+      const BackendSpec spec = backend_spec("cuda", extra);
+      JsonFields fields(spec.options, "test");
+      EXPECT_TRUE(CudaOptions::read(fields).deterministic);
+    }
+  }
+}
+
 class GpuStep : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
@@ -53,6 +88,16 @@ class GpuStep : public ::testing::TestWithParam<std::string> {
   }
   std::unique_ptr<Backend> make(std::vector<std::string> options = {}) const {
     return make_backend(spec_of(GetParam(), std::move(options)));
+  }
+  // The backend for the bit-identity tests: with the options under which it declares every op deterministic.
+  BackendSpec reproducible() const {
+    const std::vector<std::string> options = reproducible_options(make()->capabilities());
+    if (!options.empty()) {
+      std::printf("%s declares ops non-deterministic: the runs use %s\n", GetParam().c_str(), options[0].c_str());
+      EXPECT_TRUE(make(options)->capabilities().nondeterministic.empty())
+          << "under " << options[0] << " the backend still declares ops non-deterministic";
+    }
+    return spec_of(GetParam(), options);
   }
   // Packed rows per training batch: 8 on a GPU, 2 on the CPU (the same layouts, a quarter of the time).
   int rows() const { return GetParam() == "cuda" ? 8 : 2; }
@@ -116,8 +161,9 @@ std::vector<float> train(const BackendSpec& spec, const BertConfig& config, int 
 
 TEST_P(GpuStep, TwoRunsFromOneSeedAreBitIdentical) {
   const BertConfig config = small_config(0.1f);
-  const std::vector<float> a = train(spec_of(GetParam()), config, rows(), 4, true);
-  const std::vector<float> b = train(spec_of(GetParam()), config, rows(), 4, true);
+  const BackendSpec spec = reproducible();
+  const std::vector<float> a = train(spec, config, rows(), 4, true);
+  const std::vector<float> b = train(spec, config, rows(), 4, true);
   ASSERT_EQ(a.size(), b.size());
   EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0) << "two runs from one seed differ";
 }
@@ -125,8 +171,9 @@ TEST_P(GpuStep, TwoRunsFromOneSeedAreBitIdentical) {
 TEST_P(GpuStep, CapturedStepsEqualEagerSteps) {
   const BertConfig config = small_config(0.1f);
   bool captured = false, eager_captured = true;
-  const std::vector<float> graph = train(spec_of(GetParam()), config, rows(), 5, true, &captured);
-  const std::vector<float> eager = train(spec_of(GetParam()), config, rows(), 5, false, &eager_captured);
+  const BackendSpec spec = reproducible();
+  const std::vector<float> graph = train(spec, config, rows(), 5, true, &captured);
+  const std::vector<float> eager = train(spec, config, rows(), 5, false, &eager_captured);
   EXPECT_TRUE(captured) << "the backend did not capture the step";
   EXPECT_FALSE(eager_captured);
   ASSERT_EQ(graph.size(), eager.size());
