@@ -92,6 +92,7 @@ class Device {
   // Records the work `issue` makes, without running it, for replay; null where the backend cannot
   // (capabilities().capture false). Inside `issue`: ops, fill_zero, copy and events only; no allocation, upload,
   // download or synchronize, and every op at a shape it has run at before (libraries plan on a shape's first call).
+  // A capture is its thread's: other threads' calls meanwhile (a wait for an earlier event) run as outside it.
   virtual std::unique_ptr<CapturedOps> capture(const std::function<void()>& issue) { return nullptr; }
 };
 

@@ -205,6 +205,40 @@ TEST(CpuAsync, CaptureRecordsWithoutRunningAndRefusesHostTraffic) {
   b->synchronize();  // the backend is still fine
 }
 
+// A capture is its thread's alone, as a CUDA capture in thread-local mode: while one thread captures a step,
+// another (the batch pipeline's read-ahead) waits for an earlier upload before refilling its pinned block. Under
+// load the read-ahead's wait fell inside the step's capture and was refused as host traffic of the capture.
+TEST(CpuAsync, AnotherThreadWaitsOnEventsWhileOneCaptures) {
+  const auto b = cpu_async(1000);
+  DeviceBuffer device(*b, 1000 * sizeof(float));
+  std::vector<float> host(1000, 2.0f);
+  const auto uploaded = b->make_event();
+  b->upload(device.data(), host.data(), 1000 * sizeof(float));
+  b->record(*uploaded);
+  std::string error;
+  const auto graph = b->capture([&] {
+    b->fill_zero(device.data(), sizeof(float));
+    std::thread reader([&] {
+      try {
+        b->host_wait(*uploaded);
+      } catch (const std::exception& e) {
+        error = e.what();
+      }
+    });
+    reader.join();
+  });
+  EXPECT_EQ(error, "");
+  ASSERT_NE(graph, nullptr);
+  float seen = 0;
+  b->download(&seen, device.data(), sizeof seen);
+  b->synchronize();
+  EXPECT_EQ(seen, 2.0f) << "the capture ran the work it recorded";
+  graph->replay();
+  b->download(&seen, device.data(), sizeof seen);
+  b->synchronize();
+  EXPECT_EQ(seen, 0.0f);
+}
+
 // The partial sums of a clip over `chunks` chunks, and the norm it finds, on a flat buffer of ones.
 struct ClipCase {
   FlatProblem flat;
