@@ -22,7 +22,8 @@
 #                                  attention is cuDNN's (on the kernel, one BERT-large step takes seconds)
 #    conformance_cudnn_forced      only where the runtime cuDNN is older than 9.25: the attention forced onto cuDNN
 #                                  (information about that cuDNN, never a failure)
-#    bench_pytorch                 the PyTorch peer (a cold torch.compile of BERT-large): last, only with time left
+#    bench_pytorch                 the PyTorch peer (torch.compile of BERT-large, its cache kept beside the build for
+#                                  a second command): last, only with time left
 #
 # A step starts only if at least 15 s of the budget are left, its limit cut to what is left; a step stopped by a cut
 # limit is "not run (budget)", never FAILED, and `--resume` runs it. The state (one line per step) is kept in
@@ -60,7 +61,7 @@ while [ $# -gt 0 ]; do
       [ $# -ge 2 ] || { echo "device_check: option $1 needs a value (see --help)" >&2; exit 2; }
       case $1 in --out) out=$2 ;; --batch) rows=$2 ;; --arch) arch=$2 ;; --budget) budget=$2 ;; esac
       shift ;;
-    -h|--help) sed -n '2,46p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,49p' "$0"; exit 0 ;;
     *) echo "device_check: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -583,7 +584,9 @@ fi
 if [ $gpu -eq 0 ] || [ $dry -eq 1 ]; then
   wanted bench_pytorch && record bench_pytorch "not run" "no GPU here"
 elif wanted bench_pytorch; then
-  run_plain bench_pytorch "$(limit_of bench_pytorch)" env PYTHONUNBUFFERED=1 "$py" "$root/scripts/bench_pytorch_gpu.py" \
+  # torch.compile's cache beside the build, so a second command on the same machine (--resume) finds it warm.
+  run_plain bench_pytorch "$(limit_of bench_pytorch)" env PYTHONUNBUFFERED=1 \
+    TORCHINDUCTOR_CACHE_DIR="$root/build-device/inductor-cache" "$py" "$root/scripts/bench_pytorch_gpu.py" \
     --batch "$rows" --warmup 3 --steps 10 --repeats 3
   case $? in
     0) record bench_pytorch passed "$(sps_of "$out/bench_pytorch.txt") sequences/s" ;;
