@@ -110,8 +110,8 @@ void print_roofline(const std::vector<OpCost>& costs, const perf::RooflineDevice
   for (const Group& g : rows) {
     flops += g.flops, bytes += g.bytes, bf16_s += g.bf16_s, fp8_s += g.fp8_s;
     std::printf("{\"bench\": \"bertperf_roofline\", \"device\": \"%s\", \"op\": \"%s\", \"shape\": \"%s\", "
-                "\"count\": %d, \"gflop\": %.3f, \"mib\": %.3f, \"bound\": \"%s\", \"bf16_us\": %.1f, "
-                "\"fp8_us\": %.1f}\n",
+                "\"count\": %d, \"gflop\": %.3f, \"mib\": %.3f, \"bound\": \"%s\", \"bf16_us\": %.2f, "
+                "\"fp8_us\": %.2f}\n",
                 device.name.c_str(), g.name.c_str(), g.shape.c_str(), g.count, g.flops * 1e-9, g.bytes / 1048576.0,
                 g.memory_bound ? "memory" : "compute", g.bf16_s * 1e6, g.fp8_s * 1e6);
   }
@@ -121,7 +121,7 @@ void print_roofline(const std::vector<OpCost>& costs, const perf::RooflineDevice
       if ((fp8 ? g.fp8_s : g.bf16_s) > (fp8 ? worst->fp8_s : worst->bf16_s)) worst = &g;
     std::printf("{\"bench\": \"bertperf_roofline\", \"summary\": \"%s\", \"device\": \"%s\", \"model\": \"%s\", "
                 "\"batch\": %d, \"seq_len\": %d, \"predictions\": %d, \"micro_batches\": %d, \"sequences\": %d, "
-                "\"ops\": %zu, \"gflop\": %.1f, \"gib\": %.3f, \"launch_ms\": %.3f, \"step_ms\": %.3f, "
+                "\"ops\": %zu, \"gflop\": %.1f, \"gib\": %.3f, \"launch_ms\": %.3f, \"step_ms\": %.4f, "
                 "\"samples_per_s\": %.1f, \"bf16_mfu\": %.3f, \"holds_back\": \"%s %s\", "
                 "\"holds_back_share\": %.3f}\n",
                 precision, device.name.c_str(), model.c_str(), B, S, P, micro_batches, sequences, costs.size(),
