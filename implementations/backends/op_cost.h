@@ -60,11 +60,11 @@ class OpCostRecorder final : public Backend {
   void copy(void* dst, const void* src, size_t bytes) override;
   void fill_zero(void* p, size_t bytes) override;
   void convert(void* dst, DType dst_type, const void* src, DType src_type, size_t n) override;
-  void synchronize() override {}
+  void synchronize() override { count_host_wait(); }
   std::unique_ptr<Event> make_event() override;
   void record(Event&) override {}
   void wait(Event&) override {}
-  void host_wait(Event&) override {}
+  void host_wait(Event&) override { count_host_wait(); }
 
   size_t attention_saved_bytes(int tokens, int sequences, int max_seqlen, int heads) const override;
   size_t attention_workspace_bytes(int tokens, int sequences, int max_seqlen, int heads) const override;

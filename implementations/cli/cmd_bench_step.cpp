@@ -2,7 +2,8 @@
 // LAMB) on a random batch of full-length sequences, the same step scripts/bench_pytorch_step.py
 // times in PyTorch, and prints JSON lines in the same shape so scripts/bench_train_step.py can set
 // the two side by side. Also reports achieved GFLOP/s from the FLOP count of the step, the
-// activation arena and the process's peak resident memory. With --roofline it times nothing: it builds the step on
+// activation arena, the process's peak resident memory and the times a step waits on the host
+// (host_waits_per_step: synchronize, host_wait and waiting uploads, device.h). With --roofline it times nothing: it builds the step on
 // the op-cost recorder (backends/op_cost.h), runs it once, and prices every op on a device of the table
 // (perf/roofline.h): the predicted time of each op, the step's and the samples a second, in bf16 and with the
 // encoder's linears in FP8, naming the op that holds the step back.
@@ -278,7 +279,7 @@ int cmd_bench_step(const Args& args, DistContext& dist) {
   size_t param_count = 0;
   for (const auto& t : table.tensors()) param_count += t.numel;
   struct Repeat {
-    double step_s, gemm_s, gemm_flops;
+    double step_s, gemm_s, gemm_flops, host_waits;  // host_waits: a step's (device.h: Device::host_waits)
   };
   auto line = [&](std::string extra, const Repeat& r) {
     if (!dist.is_root()) return;  // under mpirun: rank 0 speaks for the job (its step waits for every rank's)
@@ -290,24 +291,27 @@ int cmd_bench_step(const Args& args, DistContext& dist) {
     std::printf(
         "{\"bench\": \"bertperf_step\", \"model\": \"%s\", \"backend\": \"%s\", \"batch\": %d, \"seq_len\": %d, "
         "\"predictions\": %d, \"threads\": %d, \"params\": %zu, %s\"step_s\": %.5f, \"seqs_per_s\": %.3f, \"gflops\": %.1f, "
-        "\"gemm_share\": %.3f, \"gemm_gflops\": %.1f, \"arena_mib\": %.1f, \"peak_rss_mib\": %.1f}\n",
+        "\"gemm_share\": %.3f, \"gemm_gflops\": %.1f, \"host_waits_per_step\": %.2f, \"arena_mib\": %.1f, "
+        "\"peak_rss_mib\": %.1f}\n",
         model_name.c_str(), backend.name().c_str(), B, S, P, backend_options.options.value("threads", 0), param_count,
         extra.c_str(), r.step_s, sequences / r.step_s,
-        flops / r.step_s * 1e-9, r.gemm_s / r.step_s, r.gemm_s > 0 ? r.gemm_flops / r.gemm_s * 1e-9 : 0.0,
+        flops / r.step_s * 1e-9, r.gemm_s / r.step_s, r.gemm_s > 0 ? r.gemm_flops / r.gemm_s * 1e-9 : 0.0, r.host_waits,
         stack.model().arena_bytes() / 1048576.0, usage.ru_maxrss / 1024.0);
     std::fflush(stdout);
   };
   Backend::GemmProfile none;
   Backend::GemmProfile& gemm = backend.gemm_profile() ? *backend.gemm_profile() : none;
   gemm.enabled = true;
-  Repeat best{1e300, 0, 0};
+  Repeat best{1e300, 0, 0, 0};
   for (int r = 0; r < repeats; ++r) {
     gemm.seconds = gemm.flops = 0;
     const auto t0 = std::chrono::steady_clock::now();
+    const int64_t waits_before = backend.host_waits();
     for (int i = 0; i < steps; ++i) step();
+    const double waits = double(backend.host_waits() - waits_before) / steps;
     backend.synchronize();
     const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / steps;
-    const Repeat this_repeat{dt, gemm.seconds / steps, gemm.flops / steps};
+    const Repeat this_repeat{dt, gemm.seconds / steps, gemm.flops / steps, waits};
     if (dt < best.step_s) best = this_repeat;
     line(cat("\"repeat\": ", r, ", "), this_repeat);
   }
