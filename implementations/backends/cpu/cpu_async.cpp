@@ -209,7 +209,10 @@ class CpuAsyncBackend final : public Backend {
     outside_capture("upload");
     const uint64_t at = enqueue([dst, src, bytes] { std::memmove(dst, src, bytes); });
     // Pageable memory (or every upload, with "blocking_uploads"): read before the call returns.
-    if (options_.blocking_uploads || !in_pinned(src, bytes)) queue_.wait(at);
+    if (options_.blocking_uploads || !in_pinned(src, bytes)) {
+      count_host_wait();
+      queue_.wait(at);
+    }
   }
   void download(void* dst, const void* src, size_t bytes) override {
     outside_capture("download");
@@ -226,6 +229,7 @@ class CpuAsyncBackend final : public Backend {
   }
   void synchronize() override {
     outside_capture("synchronize");
+    count_host_wait();
     queue_.wait(queue_.issued());
   }
 
@@ -242,6 +246,7 @@ class CpuAsyncBackend final : public Backend {
   void wait(Event& event) override { own(event); }  // one queue runs in order
   void host_wait(Event& event) override {
     outside_capture("host_wait");
+    count_host_wait();
     queue_.wait(own(event).position);
   }
 
