@@ -1,6 +1,7 @@
 """The layer rules of implementations/, from their one copy (implementations/layers.json): every source file, in
 every sub-folder, includes only what its layer may include (project folders, and the libraries only some layers may
-know: OpenBLAS, OpenMP and oneDNN in backends/cpu, CUDA in backends/cuda, NCCL and the CUDA runtime in comm/nccl_*);
+know: OpenBLAS, OpenMP and oneDNN in backends/cpu, CUDA in backends/cuda, the CUDA runtime also in the GPU runtime
+layer gpu/, NCCL in gpu/nccl_*);
 the rules are well formed; the table in implementations/README.md says what they say; CMake refuses a link they do
 not allow. The checks are themselves checked: violations planted in a copy of the tree are each caught."""
 import fnmatch
@@ -143,6 +144,10 @@ PLANTED = {
     "optim uses OpenMP": ("optim/planted.cpp", "void f() {\n#pragma omp parallel for\n  for (;;) {}\n}\n"),
     "model uses the CUDA runtime": ("model/planted.cpp", "#include <cuda_runtime.h>\n"),
     "comm uses NCCL outside nccl_*": ("comm/reducer_planted.cpp", "#include <nccl.h>\n"),
+    "the NCCL transport includes NCCL itself": ("comm/nccl_planted.cpp", "#include <nccl.h>\n"),
+    "comm includes the CUDA runtime, not the GPU layer": ("comm/planted.cpp", "#include <cuda_runtime.h>\n"),
+    "the GPU layer includes cuBLAS": ("gpu/planted.cpp", "#include <cublasLt.h>\n"),
+    "the backend interface includes the GPU layer": ("backends/planted.h", '#include "gpu/runtime.h"\n'),
     "harness uses MPI": ("harness/planted.cpp", "#include <mpi.h>\n"),
     "a folder in no layer": ("extra/planted.h", "#pragma once\n"),
 }
