@@ -13,7 +13,7 @@
 #include <filesystem>
 #include <iostream>
 
-#include "backends/registry.h"
+#include "registry/registry.h"
 #include "cli/args.h"
 #include "data/reader.h"
 #include "model/batch_stage.h"

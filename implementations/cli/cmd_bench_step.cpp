@@ -11,7 +11,7 @@
 #include <iostream>
 
 #include "cli/args.h"
-#include "backends/registry.h"
+#include "registry/registry.h"
 #include "data/packing.h"
 #include "harness/train_config.h"
 #include "harness/train_stack.h"

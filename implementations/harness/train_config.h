@@ -42,7 +42,7 @@
 #include <string>
 #include <vector>
 
-#include "backends/registry.h"
+#include "registry/registry.h"
 #include "comm/reducer.h"
 #include "model/bert_config.h"
 #include "optim/hyperparams.h"

@@ -9,7 +9,7 @@
 #include <memory>
 #include <string>
 
-#include "backends/registry.h"
+#include "registry/registry.h"
 #include "comm/context.h"
 #include "comm/reducer.h"
 #include "harness/train_config.h"

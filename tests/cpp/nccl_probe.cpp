@@ -13,7 +13,7 @@
 #include <memory>
 #include <vector>
 
-#include "backends/registry.h"
+#include "registry/registry.h"
 #include "comm/context.h"
 #include "comm/reducer.h"
 #include "core/errors.h"

@@ -10,7 +10,7 @@
 #include <random>
 #include <string>
 
-#include "backends/registry.h"
+#include "registry/registry.h"
 #include "data/batch_source.h"
 #include "harness/train_stack.h"
 #include "tiny_bert.h"

@@ -6,7 +6,7 @@
 
 #include <cmath>
 
-#include "backends/registry.h"
+#include "registry/registry.h"
 #include "core/hdf5.h"
 #include "harness/train_stack.h"
 #include "optim/lr_schedule.h"

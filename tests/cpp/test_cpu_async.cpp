@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "backends/backend.h"
-#include "backends/registry.h"
+#include "registry/registry.h"
 #include "core/errors.h"
 #include "flat_problem.h"
 

@@ -9,7 +9,7 @@
 #include <random>
 #include <regex>
 
-#include "backends/registry.h"
+#include "registry/registry.h"
 #include "optim/lamb.h"
 #include "optim/lr_schedule.h"
 

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "backends/registry.h"
+#include "registry/registry.h"
 #include "comm/transport.h"
 #include "core/errors.h"
 #include "temp_dir.h"

@@ -22,7 +22,7 @@
 #include <new>
 #include <sstream>
 
-#include "backends/registry.h"
+#include "registry/registry.h"
 #include "harness/reader_plan.h"
 #include "harness/train_config.h"
 #include "harness/train_session.h"

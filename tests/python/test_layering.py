@@ -222,7 +222,7 @@ PLANTED = {
     "a sub-folder of harness includes the CUDA backend": ("harness/sub/planted.h",
                                                           '#include "backends/cuda/linear.h"\n'),
     "cli includes the CPU backend beside the registry": ("cli/planted.cpp",
-                                                         '#include "backends/registry.h"\n'
+                                                         '#include "registry/registry.h"\n'
                                                          '#include "backends/cpu/cpu_options.h"\n'),
     "data uses OpenBLAS": ("data/planted.cpp", "#include <cblas.h>\n"),
     "optim uses OpenMP": ("optim/planted.cpp", "void f() {\n#pragma omp parallel for\n  for (;;) {}\n}\n"),
@@ -345,3 +345,48 @@ def test_cmake_refuses_an_include_the_rules_do_not_allow(tmp_path):
     assert proc.returncode != 0, proc.stdout
     assert "implementations/model/bert.cpp (layer model) includes harness/train_step.h" in proc.stderr, proc.stderr
     assert configure_copy(tmp_path / "clean", lambda source: None).returncode == 0
+
+
+# ---- adding a backend: what the README's section lists, every backend folder has -------------------------------
+
+def backend_folders(rules):
+    return [layer["folder"] for layer in rules["layers"] if layer["folder"].startswith("backends/")]
+
+
+def test_every_backend_registers_itself_as_the_readme_says():
+    """Each backend folder exports its registration (backends/NAME/NAME_entry.h), the registry adds it in one line
+    and may include it, and no other file names it: the files the README's "Adding a backend" lists are all a backend
+    touches."""
+    rules = load_rules()
+    section = (SOURCES / "README.md").read_text().split("## Adding a backend", 1)[1].split("\n## ", 1)[0]
+    for named in ("`backends/NAME/`", "`backends/NAME/NAME_entry.h`", "`registry/registry.cpp`",
+                  "`implementations/layers.json`", "`CMakeLists.txt`"):
+        assert named in section, f"the README's 'Adding a backend' does not list {named}"
+    registry = next(layer for layer in rules["layers"] if layer["folder"] == "registry")
+    registry_cpp = (SOURCES / "registry" / "registry.cpp").read_text()
+    every_source = [(p, p.read_text(errors="replace"))
+                    for root in (SOURCES, REPO / "tests", REPO / "benchmarks") for p in sources(root)]
+    folders = backend_folders(rules)
+    assert folders, "no backend folder in layers.json"
+    for folder in folders:
+        name = folder.split("/", 1)[1]
+        entry = SOURCES / folder / f"{name}_entry.h"
+        assert entry.is_file(), f"{folder} exports no registration ({entry.relative_to(REPO)})"
+        functions = set(re.findall(rf"\b({name}_entr(?:y|ies))\s*\(", entry.read_text()))
+        assert functions, f"{entry.relative_to(REPO)} declares no {name}_entry() or {name}_entries()"
+        assert f'#include "{folder}/{name}_entry.h"' in registry_cpp, f"registry.cpp does not include {folder}'s entry"
+        assert any(f"{f}()" in registry_cpp for f in functions), f"registry.cpp does not add {folder}'s entries"
+        assert folder in registry["may_include"], f"layers.json: registry may not include {folder}"
+        for path, text in every_source:
+            rel = path.relative_to(REPO).as_posix()
+            if rel.startswith(f"implementations/{folder}/") or rel == "implementations/registry/registry.cpp":
+                continue
+            for f in functions:
+                assert not re.search(rf"\b{f}\s*\(", text), f"{rel} names {f}: only the registry may"
+
+
+def test_the_backend_interface_includes_no_backend():
+    """No include runs back up inside backends/: the interface may include core only, the registry above them."""
+    rules = load_rules()
+    interface = next(layer for layer in rules["layers"] if layer["folder"] == "backends")
+    assert not set(interface["may_include"]) & set(backend_folders(rules)), interface["may_include"]
