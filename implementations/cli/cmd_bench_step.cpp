@@ -11,11 +11,11 @@
 #include <iostream>
 
 #include "cli/args.h"
-#include "registry/registry.h"
 #include "data/packing.h"
 #include "harness/train_config.h"
 #include "harness/train_stack.h"
 #include "model/batch_pipeline.h"
+#include "registry/registry.h"
 
 namespace bertperf::cli {
 

@@ -42,10 +42,10 @@
 #include <string>
 #include <vector>
 
-#include "registry/registry.h"
 #include "comm/reducer.h"
 #include "model/bert_config.h"
 #include "optim/hyperparams.h"
+#include "registry/registry.h"
 
 namespace bertperf {
 

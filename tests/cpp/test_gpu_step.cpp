@@ -21,9 +21,9 @@
 #include <string>
 #include <vector>
 
-#include "registry/registry.h"
 #include "gradient_agreement.h"
 #include "harness/train_session.h"
+#include "registry/registry.h"
 #include "small_bert_step.h"
 #include "staged_steps.h"
 #include "synthetic_data.h"
@@ -55,7 +55,7 @@ class GpuStep : public ::testing::TestWithParam<std::string> {
     return make_backend(spec_of(GetParam(), std::move(options)));
   }
   // Packed rows per training batch: 8 on a GPU, 2 on the CPU (the same layouts, a quarter of the time).
-  int rows() const { return GetParam() == "cuda" ? 8 : 2; }
+  int rows() const { return backend_info(GetParam(), "test").test_label == "gpu" ? 8 : 2; }
 };
 
 TEST_P(GpuStep, ForwardBackwardMatchesTheCpuBackend) {
@@ -160,8 +160,16 @@ TEST_P(GpuStep, EvalOverDistinctBatchesEqualsTheEvalWithBlockingUploads) {
   }
 }
 
-// Named for the ctest label (CMakeLists.txt files GpuBackends/* under gpu), as the conformance test's instances.
-INSTANTIATE_TEST_SUITE_P(GpuBackends, GpuStep, ::testing::Values("cuda"),
+// Every backend that declares the ctest label gpu, named for it (CMakeLists.txt files GpuBackends/* under gpu), as
+// the conformance test's instances; and cpu-async, the CPU backend with a GPU's asynchrony.
+std::vector<std::string> gpu_backends() {
+  std::vector<std::string> names;
+  for (const BackendInfo& b : backend_infos())
+    if (b.test_label == "gpu") names.push_back(b.name);
+  return names;
+}
+
+INSTANTIATE_TEST_SUITE_P(GpuBackends, GpuStep, ::testing::ValuesIn(gpu_backends()),
                          [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
 INSTANTIATE_TEST_SUITE_P(Backends, GpuStep, ::testing::Values("cpu-async"),
                          [](const ::testing::TestParamInfo<std::string>&) { return std::string("cpu_async"); });

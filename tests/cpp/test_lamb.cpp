@@ -9,9 +9,9 @@
 #include <random>
 #include <regex>
 
-#include "registry/registry.h"
 #include "optim/lamb.h"
 #include "optim/lr_schedule.h"
+#include "registry/registry.h"
 
 namespace bertperf {
 namespace {

@@ -14,9 +14,9 @@
 #include <string>
 #include <vector>
 
-#include "registry/registry.h"
 #include "comm/transport.h"
 #include "core/errors.h"
+#include "registry/registry.h"
 #include "temp_dir.h"
 
 #ifdef BERTPERF_HAVE_NCCL

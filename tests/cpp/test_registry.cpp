@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "registry/registry.h"
 #include "core/errors.h"
+#include "registry/registry.h"
 
 namespace bertperf {
 namespace {
