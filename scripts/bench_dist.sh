@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The distributed benchmarks of benchmarks/RESULTS.md, on this machine, as root (network namespaces):
+# The distributed benchmarks of speed/RESULTS.md, on this machine, as root (network namespaces):
 #   1. our reducers beside MPI_Allreduce alone on one host (2 ranks, shared memory), with and without a simulated
 #      backward to overlap with;
 #   2. the same across 2 hosts (scripts/netns_hosts.sh) of 1 rank each, at two shaped link rates, with the

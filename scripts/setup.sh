@@ -45,7 +45,7 @@ make_venv() {  # make_venv DIR REQUIREMENTS
   # large GPU packages that the C++ build does not use); lines marked "own venv" are pins for a tool that needs an
   # environment of its own (TensorFlow's h5py and numpy conflict with the reference's).
   "$dir/bin/python" -m pip install -q --disable-pip-version-check -r <(grep -v -e 'headers only' -e 'own venv' "$req")
-  grep 'headers only' "$req" | cut -d' ' -f1 | xargs -r "$dir/bin/python" -m pip install -q \
+  { grep 'headers only' "$req" || true; } | cut -d' ' -f1 | xargs -r "$dir/bin/python" -m pip install -q \
     --disable-pip-version-check --no-deps
   if [ -f compliance/pyproject.toml ]; then
     "$dir/bin/python" -m pip install -q --disable-pip-version-check --no-deps -e compliance

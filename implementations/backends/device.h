@@ -16,6 +16,7 @@
 // for.) Events are made once, outside the step (make_event allocates).
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -96,7 +97,20 @@ class Device {
   // Records the work `issue` makes, without running it, for replay; null where the backend cannot
   // (capabilities().capture false). Inside `issue`: ops, fill_zero, copy and events only; no allocation, upload,
   // download or synchronize, and every op at a shape it has run at before (libraries plan on a shape's first call).
+  // A capture is its thread's: other threads' calls meanwhile (a wait for an earlier event) run as outside it.
   virtual std::unique_ptr<CapturedOps> capture(const std::function<void()>& issue) { return nullptr; }
+
+  // How many times the host has waited for this backend's work so far: synchronize(), host_wait(), and an upload
+  // that returns only once its copy has run (pageable memory on an asynchronous backend), from any thread. A
+  // synchronous backend counts the same calls, so a step's waits read the same on every backend (bench-step's
+  // host_waits_per_step).
+  int64_t host_waits() const { return host_waits_.load(std::memory_order_relaxed); }
+
+ protected:
+  void count_host_wait() { host_waits_.fetch_add(1, std::memory_order_relaxed); }
+
+ private:
+  std::atomic<int64_t> host_waits_{0};
 };
 
 // One allocation of device memory, released with its owner.

@@ -2,19 +2,26 @@
 // LAMB) on a random batch of full-length sequences, the same step scripts/bench_pytorch_step.py
 // times in PyTorch, and prints JSON lines in the same shape so scripts/bench_train_step.py can set
 // the two side by side. Also reports achieved GFLOP/s from the FLOP count of the step, the
-// activation arena and the process's peak resident memory.
+// activation arena, the process's peak resident memory and the times a step waits on the host
+// (host_waits_per_step: synchronize, host_wait and waiting uploads, device.h). With --roofline it times nothing: it builds the step on
+// the op-cost recorder (backends/op_cost.h), runs it once, and prices every op on a device of the table
+// (perf/roofline.h): the predicted time of each op, the step's and the samples a second, in bf16 and with the
+// encoder's linears in FP8, naming the op that holds the step back.
 #include <sys/resource.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
+#include <map>
 
 #include "cli/args.h"
+#include "backends/op_cost.h"
 #include "data/packing.h"
 #include "harness/train_config.h"
 #include "harness/train_stack.h"
 #include "model/batch_pipeline.h"
+#include "perf/roofline.h"
 #include "registry/registry.h"
 
 namespace bertperf::cli {
@@ -78,13 +85,63 @@ CachedSource bench_batches(const Packing& rows, bool packed, int B, int S, int P
   return CachedSource(two, true);
 }
 
+// The roofline of one step on `device`: the ops of `costs` grouped by name and shape, the longest first, as JSON
+// lines, then one summary line for bf16 and one with the encoder linears in FP8.
+void print_roofline(const std::vector<OpCost>& costs, const perf::RooflineDevice& device, const std::string& model,
+                    int B, int S, int P, int micro_batches, int sequences) {
+  struct Group {
+    std::string name, shape;
+    int count = 0;
+    double flops = 0, bytes = 0, bf16_s = 0, fp8_s = 0;
+    bool encoder_linear = false, memory_bound = false;
+  };
+  std::map<std::pair<std::string, std::string>, Group> groups;
+  for (const OpCost& c : costs) {
+    Group& g = groups[{c.name, c.shape}];
+    const perf::OpTime bf16 = perf::op_time(c.flops, c.bytes, device.bf16_flops, device);
+    const perf::OpTime fp8 =
+        c.encoder_linear ? perf::op_time(c.flops, c.fp8_bytes, device.fp8_flops, device) : bf16;
+    g.name = c.name, g.shape = c.shape, g.encoder_linear = c.encoder_linear, g.memory_bound = bf16.memory_bound();
+    ++g.count, g.flops += c.flops, g.bytes += c.bytes, g.bf16_s += bf16.time_s, g.fp8_s += fp8.time_s;
+  }
+  std::vector<Group> rows;
+  for (auto& [key, g] : groups) rows.push_back(g);
+  std::sort(rows.begin(), rows.end(), [](const Group& a, const Group& b) { return a.bf16_s > b.bf16_s; });
+  double flops = 0, bytes = 0, bf16_s = 0, fp8_s = 0, launches_s = double(costs.size()) * device.launch_s;
+  for (const Group& g : rows) {
+    flops += g.flops, bytes += g.bytes, bf16_s += g.bf16_s, fp8_s += g.fp8_s;
+    std::printf("{\"bench\": \"bertperf_roofline\", \"device\": \"%s\", \"op\": \"%s\", \"shape\": \"%s\", "
+                "\"count\": %d, \"gflop\": %.3f, \"mib\": %.3f, \"bound\": \"%s\", \"bf16_us\": %.2f, "
+                "\"fp8_us\": %.2f}\n",
+                device.name.c_str(), g.name.c_str(), g.shape.c_str(), g.count, g.flops * 1e-9, g.bytes / 1048576.0,
+                g.memory_bound ? "memory" : "compute", g.bf16_s * 1e6, g.fp8_s * 1e6);
+  }
+  auto summary = [&](const char* precision, double step_s, double peak, bool fp8) {
+    const Group* worst = &rows.front();
+    for (const Group& g : rows)
+      if ((fp8 ? g.fp8_s : g.bf16_s) > (fp8 ? worst->fp8_s : worst->bf16_s)) worst = &g;
+    std::printf("{\"bench\": \"bertperf_roofline\", \"summary\": \"%s\", \"device\": \"%s\", \"model\": \"%s\", "
+                "\"batch\": %d, \"seq_len\": %d, \"predictions\": %d, \"micro_batches\": %d, \"sequences\": %d, "
+                "\"ops\": %zu, \"gflop\": %.1f, \"gib\": %.3f, \"launch_ms\": %.3f, \"step_ms\": %.4f, "
+                "\"samples_per_s\": %.1f, \"bf16_mfu\": %.3f, \"holds_back\": \"%s %s\", "
+                "\"holds_back_share\": %.3f}\n",
+                precision, device.name.c_str(), model.c_str(), B, S, P, micro_batches, sequences, costs.size(),
+                flops * 1e-9, bytes / 1073741824.0, launches_s * 1e3, step_s * 1e3, sequences / step_s,
+                flops / peak / step_s, worst->name.c_str(), worst->shape.c_str(),
+                (fp8 ? worst->fp8_s : worst->bf16_s) / step_s);
+  };
+  summary("bf16", bf16_s, device.bf16_flops, false);
+  summary("fp8", fp8_s, device.bf16_flops, true);
+  std::fflush(stdout);
+}
+
 }  // namespace
 
 int cmd_bench_step(const Args& args, DistContext& dist) {
   const Options opt(args,
                     {"model", "config", "backend", "backend-options", "batch", "seq-len", "predictions", "threads",
-                     "warmup", "steps", "repeats"},
-                    {"help", "packed", "eager"});
+                     "warmup", "steps", "repeats", "micro-batches", "device", "devices"},
+                    {"help", "packed", "eager", "roofline"});
   if (opt.flag("help")) {
     std::string names;
     for (const BackendInfo& b : backend_infos()) names += (names.empty() ? "" : "|") + b.name;
@@ -92,7 +149,8 @@ int cmd_bench_step(const Args& args, DistContext& dist) {
               << "]\n"
                  "                          [--backend-options KEY=VALUE,...] [--batch 32] [--seq-len 128]\n"
                  "                          [--predictions P] [--threads N] [--warmup 2] [--steps 5] [--repeats 3]\n"
-                 "                          [--packed] [--eager]\n"
+                 "                          [--micro-batches 1] [--packed] [--eager]\n"
+                 "                          [--roofline [--device h200] [--devices DEVICES.json]]\n"
                  "  --model   a standard shape: mini (L4 H256), base (L12 H768) or large (L24 H1024)\n"
                  "  --config  the model, batch, sequence length, predictions and backend of a train config\n"
                  "            (e.g. benchmarks/bert/mini/cpu_2c.json); the other options override them\n"
@@ -100,7 +158,12 @@ int cmd_bench_step(const Args& args, DistContext& dist) {
                  "            for cuda (implementations/backends/registry.h); --threads N is threads=N\n"
                  "  --packed  MLPerf phase-2 shapes: --batch packed rows of 512 tokens, about 2 sequences of 254\n"
                  "            real tokens and 76 predictions per row (seqs_per_s counts sequences)\n"
-                 "  --eager   no captured step (CUDA graph) even where the backend can capture\n";
+                 "  --eager   no captured step (CUDA graph) even where the backend can capture\n"
+                 "  --micro-batches  micro-batches a step (gradient accumulation), each of --batch\n"
+                 "  --roofline  time nothing: the step's ops priced on --device (a class of the device table,\n"
+                 "            benchmarks/bert/mlperf/reference/devices.json, or an accelerator name: h200, h100-sxm):\n"
+                 "            a JSON line an op (name and shape, longest first), then the step in bf16 and with the\n"
+                 "            encoder's linears in FP8: time, samples/s and the op that holds it back\n";
     return 0;
   }
   if (opt.get("model") && opt.get("config")) throw_input("command line", "give --model or --config, not both");
@@ -126,6 +189,10 @@ int cmd_bench_step(const Args& args, DistContext& dist) {
   S = int(opt.integer("seq-len", packed ? 512 : S, 1, 1 << 20));
   P = int(opt.integer("predictions", P > 0 && !opt.get("seq-len") ? P
                                      : S == 512 ? 76 : S == 128 ? 20 : std::max(1, int(0.15 * S + 0.5)), 1, 1 << 20));
+  const int micro_batches = int(opt.integer("micro-batches", 1, 1, 1 << 10));
+  const bool roofline = opt.flag("roofline");
+  if (!roofline && (opt.get("device") || opt.get("devices")))
+    throw_input("command line", "--device and --devices go with --roofline");
   const int warmup = int(opt.integer("warmup", 2, 0, 1 << 20)), steps = int(opt.integer("steps", 5, 1, 1 << 20)),
             repeats = int(opt.integer("repeats", 3, 1, 1 << 20));
   if (B <= 0 || S <= 1 || S > config.max_position_embeddings || P <= 0 || P >= S || steps <= 0 || repeats <= 0 ||
@@ -163,11 +230,38 @@ int cmd_bench_step(const Args& args, DistContext& dist) {
   spec.clip = clip_after_reduction ? ClipMode::AFTER_REDUCTION : ClipMode::PER_MICRO_BATCH;
   spec.seed = spec.init_seed = 1;
   spec.train_capacity = source.shape().capacity;
+  spec.micro_batches = micro_batches;
+  int sequences = 0;
+  for (const auto& row : rows) sequences += int(row.size());
+  sequences *= micro_batches;
+  if (roofline) {
+    const std::string table_path =
+        opt.get("devices").value_or("benchmarks/bert/mlperf/reference/devices.json");
+    const perf::DeviceTable table = perf::DeviceTable::load(table_path);
+    const std::string wanted = opt.get("device").value_or("h200");
+    const perf::DeviceClass* device = nullptr;
+    for (const perf::DeviceClass& d : table.classes())
+      if (d.name == wanted) device = &d;
+    if (!device) device = table.match(wanted);
+    if (!device) device = &table.by_name(wanted);  // the error naming the known classes
+    const perf::RooflineDevice priced = perf::roofline_device(*device, table_path);
+    auto recorder = std::make_unique<OpCostRecorder>();
+    OpCostRecorder& costs = *recorder;
+    spec.backend.capture = false;
+    TrainStack stack(spec, dist, std::move(recorder));
+    BatchPipeline batches(stack.backend(), source, micro_batches, LossWeighting::MEAN);
+    StagedStep one;
+    batches.next(one);
+    costs.clear();
+    stack.step().run(one, 0);
+    if (dist.is_root()) print_roofline(costs.costs(), priced, model_name, B, S, P, micro_batches, sequences);
+    return 0;
+  }
   TrainStack stack(spec, dist);
   Backend& backend = stack.backend();
   const TensorTable& table = stack.table();
   TrainStep& train_step = stack.step();
-  BatchPipeline batches(backend, source, 1, LossWeighting::MEAN);
+  BatchPipeline batches(backend, source, micro_batches, LossWeighting::MEAN);
   StagedStep current, ahead;
   bool ahead_ready = false;
   int64_t step_index = 0;
@@ -181,13 +275,11 @@ int cmd_bench_step(const Args& args, DistContext& dist) {
   };
   for (int i = 0; i < warmup; ++i) step();
 
-  const double flops = step_flops(config, rows);
-  int sequences = 0;
-  for (const auto& row : rows) sequences += int(row.size());
+  const double flops = step_flops(config, rows) * micro_batches;
   size_t param_count = 0;
   for (const auto& t : table.tensors()) param_count += t.numel;
   struct Repeat {
-    double step_s, gemm_s, gemm_flops;
+    double step_s, gemm_s, gemm_flops, host_waits;  // host_waits: a step's (device.h: Device::host_waits)
   };
   auto line = [&](std::string extra, const Repeat& r) {
     if (!dist.is_root()) return;  // under mpirun: rank 0 speaks for the job (its step waits for every rank's)
@@ -199,24 +291,27 @@ int cmd_bench_step(const Args& args, DistContext& dist) {
     std::printf(
         "{\"bench\": \"bertperf_step\", \"model\": \"%s\", \"backend\": \"%s\", \"batch\": %d, \"seq_len\": %d, "
         "\"predictions\": %d, \"threads\": %d, \"params\": %zu, %s\"step_s\": %.5f, \"seqs_per_s\": %.3f, \"gflops\": %.1f, "
-        "\"gemm_share\": %.3f, \"gemm_gflops\": %.1f, \"arena_mib\": %.1f, \"peak_rss_mib\": %.1f}\n",
+        "\"gemm_share\": %.3f, \"gemm_gflops\": %.1f, \"host_waits_per_step\": %.2f, \"arena_mib\": %.1f, "
+        "\"peak_rss_mib\": %.1f}\n",
         model_name.c_str(), backend.name().c_str(), B, S, P, backend_options.options.value("threads", 0), param_count,
         extra.c_str(), r.step_s, sequences / r.step_s,
-        flops / r.step_s * 1e-9, r.gemm_s / r.step_s, r.gemm_s > 0 ? r.gemm_flops / r.gemm_s * 1e-9 : 0.0,
+        flops / r.step_s * 1e-9, r.gemm_s / r.step_s, r.gemm_s > 0 ? r.gemm_flops / r.gemm_s * 1e-9 : 0.0, r.host_waits,
         stack.model().arena_bytes() / 1048576.0, usage.ru_maxrss / 1024.0);
     std::fflush(stdout);
   };
   Backend::GemmProfile none;
   Backend::GemmProfile& gemm = backend.gemm_profile() ? *backend.gemm_profile() : none;
   gemm.enabled = true;
-  Repeat best{1e300, 0, 0};
+  Repeat best{1e300, 0, 0, 0};
   for (int r = 0; r < repeats; ++r) {
     gemm.seconds = gemm.flops = 0;
     const auto t0 = std::chrono::steady_clock::now();
+    const int64_t waits_before = backend.host_waits();
     for (int i = 0; i < steps; ++i) step();
+    const double waits = double(backend.host_waits() - waits_before) / steps;
     backend.synchronize();
     const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / steps;
-    const Repeat this_repeat{dt, gemm.seconds / steps, gemm.flops / steps};
+    const Repeat this_repeat{dt, gemm.seconds / steps, gemm.flops / steps, waits};
     if (dt < best.step_s) best = this_repeat;
     line(cat("\"repeat\": ", r, ", "), this_repeat);
   }

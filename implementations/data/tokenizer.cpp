@@ -115,7 +115,7 @@ void append_nfd(char32_t cp, uint16_t props, std::vector<char32_t>& out) {
     if (s % 28) out.push_back(0x11A7 + s % 28);
     return;
   }
-  if (props & u::kDecomposes) {
+  if (props & u::DECOMPOSES) {
     if (const u::Expansion* e = find_expansion(u::kDecompositions, u::kDecompositionCount, cp)) {
       out.insert(out.end(), u::kDecompositionPool + e->offset,
                  u::kDecompositionPool + e->offset + e->length);
@@ -128,12 +128,12 @@ void append_nfd(char32_t cp, uint16_t props, std::vector<char32_t>& out) {
 // The canonical ordering step of NFD: each run of non-starters is stably sorted by combining class.
 void canonical_order(std::vector<char32_t>& text, const UnicodeTables& t) {
   for (size_t i = 0; i < text.size();) {
-    if (!(t.props[text[i]] & u::kNonzeroCcc)) {
+    if (!(t.props[text[i]] & u::NONZERO_CCC)) {
       ++i;
       continue;
     }
     size_t end = i;
-    while (end < text.size() && (t.props[text[end]] & u::kNonzeroCcc)) ++end;
+    while (end < text.size() && (t.props[text[end]] & u::NONZERO_CCC)) ++end;
     if (end - i > 1)
       std::stable_sort(text.begin() + i, text.begin() + end, [](char32_t a, char32_t b) {
         return combining_class(a) < combining_class(b);
@@ -147,11 +147,11 @@ void canonical_order(std::vector<char32_t>& text, const UnicodeTables& t) {
 bool is_final_sigma(const char32_t* token, size_t length, size_t i, const UnicodeTables& t) {
   size_t j = i;
   uint16_t p = 0;
-  while (j > 0 && ((p = t.props[token[j - 1]]) & u::kCaseIgnorable)) --j;
-  if (j == 0 || !(p & u::kCased)) return false;
+  while (j > 0 && ((p = t.props[token[j - 1]]) & u::CASE_IGNORABLE)) --j;
+  if (j == 0 || !(p & u::CASED)) return false;
   for (j = i + 1; j < length; ++j) {
     p = t.props[token[j]];
-    if (!(p & u::kCaseIgnorable)) return !(p & u::kCased);
+    if (!(p & u::CASE_IGNORABLE)) return !(p & u::CASED);
   }
   return true;
 }
@@ -228,8 +228,8 @@ std::string strip_python(std::string_view line) {
   decode_utf8(line, cps);
   const UnicodeTables& t = tables();
   size_t b = 0, e = cps.size();
-  while (b < e && (t.props[cps[b]] & u::kPySpace)) ++b;
-  while (e > b && (t.props[cps[e - 1]] & u::kPySpace)) --e;
+  while (b < e && (t.props[cps[b]] & u::PY_SPACE)) ++b;
+  while (e > b && (t.props[cps[e - 1]] & u::PY_SPACE)) --e;
   std::string out;
   for (size_t i = b; i < e; ++i) append_utf8(cps[i], out);
   return out;
@@ -439,10 +439,10 @@ size_t FullTokenizer::run_basic(std::string_view text, Sink&& sink) const {
   if (is_ascii(text)) {
     for (char c : text) {
       const uint16_t props = t.ascii_props[static_cast<uint8_t>(c)];
-      if (props & u::kDrop) continue;
-      if (props & u::kCleanSpace) {
+      if (props & u::DROP) continue;
+      if (props & u::CLEAN_SPACE) {
         flush();
-      } else if (props & u::kPunct) {
+      } else if (props & u::PUNCT) {
         flush();
         word.push_back(c);
         word_chars = 1;
@@ -478,10 +478,10 @@ size_t FullTokenizer::run_basic(std::string_view text, Sink&& sink) const {
       i += len;
       props = t.props[cp];
     }
-    if (props & u::kDrop) continue;
-    if (props & u::kCleanSpace) {
+    if (props & u::DROP) continue;
+    if (props & u::CLEAN_SPACE) {
       cleaned.push_back(U' ');
-    } else if (props & u::kCjk) {
+    } else if (props & u::CJK) {
       cleaned.push_back(U' ');
       cleaned.push_back(cp);
       cleaned.push_back(U' ');
@@ -493,10 +493,10 @@ size_t FullTokenizer::run_basic(std::string_view text, Sink&& sink) const {
   // str.split(), then per token: lower, strip accents, split on punctuation.
   const size_t n = cleaned.size();
   for (size_t k = 0; k < n;) {
-    while (k < n && (t.props[cleaned[k]] & u::kPySpace)) ++k;
+    while (k < n && (t.props[cleaned[k]] & u::PY_SPACE)) ++k;
     const size_t begin = k;
     bool ascii = true;
-    while (k < n && !(t.props[cleaned[k]] & u::kPySpace)) {
+    while (k < n && !(t.props[cleaned[k]] & u::PY_SPACE)) {
       ascii &= cleaned[k] < 0x80;
       ++k;
     }
@@ -505,7 +505,7 @@ size_t FullTokenizer::run_basic(std::string_view text, Sink&& sink) const {
     if (ascii) {
       for (size_t j = begin; j < k; ++j) {
         char c = static_cast<char>(cleaned[j]);
-        if (t.ascii_props[static_cast<uint8_t>(c)] & u::kPunct) {
+        if (t.ascii_props[static_cast<uint8_t>(c)] & u::PUNCT) {
           flush();
           word.push_back(c);
           word_chars = 1;
@@ -549,14 +549,14 @@ size_t FullTokenizer::run_basic(std::string_view text, Sink&& sink) const {
       canonical_order(normalized, t);
       size_t kept = 0;
       for (char32_t cp : normalized)
-        if (!(t.props[cp] & u::kMn)) normalized[kept++] = cp;
+        if (!(t.props[cp] & u::MN)) normalized[kept++] = cp;
       normalized.resize(kept);
       chars = normalized.data();
       count = normalized.size();
     }
     for (size_t j = 0; j < count; ++j) {
       const char32_t cp = chars[j];
-      if (t.props[cp] & u::kPunct) {
+      if (t.props[cp] & u::PUNCT) {
         flush();
         append_utf8(cp, word);
         word_chars = 1;

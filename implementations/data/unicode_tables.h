@@ -10,16 +10,16 @@ namespace bertperf::unicode {
 
 // Property bits of one code point; the generator writes the same values.
 enum Prop : uint16_t {
-  kDrop = 1 << 0,            // removed by _clean_text: NUL, U+FFFD, Cc/Cf except \t \n \r
-  kCleanSpace = 1 << 1,      // replaced by " " in _clean_text: " " \t \n \r and Zs
-  kPySpace = 1 << 2,         // str.isspace(): where str.split() splits
-  kPunct = 1 << 3,           // split off as its own token: ASCII symbol ranges or category P*
-  kMn = 1 << 4,              // category Mn: dropped by accent stripping
-  kCjk = 1 << 5,             // in the reference's CJK ideograph ranges: surrounded by spaces
-  kCased = 1 << 6,           // Cased (and not Case_Ignorable), for the final-sigma rule
-  kCaseIgnorable = 1 << 7,   // Case_Ignorable, skipped by the final-sigma rule
-  kDecomposes = 1 << 8,      // has a canonical decomposition (Hangul syllables excluded)
-  kNonzeroCcc = 1 << 9,      // canonical combining class > 0: reordered by NFD
+  DROP = 1 << 0,            // removed by _clean_text: NUL, U+FFFD, Cc/Cf except \t \n \r
+  CLEAN_SPACE = 1 << 1,      // replaced by " " in _clean_text: " " \t \n \r and Zs
+  PY_SPACE = 1 << 2,         // str.isspace(): where str.split() splits
+  PUNCT = 1 << 3,           // split off as its own token: ASCII symbol ranges or category P*
+  MN = 1 << 4,              // category Mn: dropped by accent stripping
+  CJK = 1 << 5,             // in the reference's CJK ideograph ranges: surrounded by spaces
+  CASED = 1 << 6,           // Cased (and not Case_Ignorable), for the final-sigma rule
+  CASE_IGNORABLE = 1 << 7,   // Case_Ignorable, skipped by the final-sigma rule
+  DECOMPOSES = 1 << 8,      // has a canonical decomposition (Hangul syllables excluded)
+  NONZERO_CCC = 1 << 9,      // canonical combining class > 0: reordered by NFD
 };
 
 struct PropRange {

@@ -2,6 +2,7 @@
 #include "harness/train_stack.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "model/checkpoint.h"
 
@@ -45,7 +46,10 @@ TrainStackSpec stack_spec(const TrainConfig& c, uint64_t seed, BatchCapacity tra
 }
 
 TrainStack::TrainStack(const TrainStackSpec& spec, DistContext& dist)
-    : backend_(make_backend(spec.backend, {.local_rank = dist.local_rank()})),
+    : TrainStack(spec, dist, make_backend(spec.backend, {.local_rank = dist.local_rank()})) {}
+
+TrainStack::TrainStack(const TrainStackSpec& spec, DistContext& dist, std::unique_ptr<Backend> backend)
+    : backend_(std::move(backend)),
       table_(bert_parameter_table(spec.model)),
       params_(*backend_, table_),
       reducer_(reducer_for(*backend_, table_, dist, spec.reduction)),

@@ -43,6 +43,9 @@ class TrainStack {
  public:
   // Builds the stack on the backend the spec names, placed by `dist`'s local rank, and sets the parameters.
   TrainStack(const TrainStackSpec& spec, DistContext& dist);
+  // The same on a backend the caller built (the op-cost recorder of bench-step --roofline, backends/op_cost.h);
+  // spec.backend's "capture" still says whether steps are captured.
+  TrainStack(const TrainStackSpec& spec, DistContext& dist, std::unique_ptr<Backend> backend);
 
   Backend& backend() { return *backend_; }
   const Backend& backend() const { return *backend_; }

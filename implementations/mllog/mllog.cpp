@@ -166,9 +166,9 @@ void append_json(std::string& out, const Value& v) {
 
 const char* event_type_name(EventType type) {
   switch (type) {
-    case EventType::kIntervalStart: return "INTERVAL_START";
-    case EventType::kIntervalEnd: return "INTERVAL_END";
-    case EventType::kPointInTime: return "POINT_IN_TIME";
+    case EventType::INTERVAL_START: return "INTERVAL_START";
+    case EventType::INTERVAL_END: return "INTERVAL_END";
+    case EventType::POINT_IN_TIME: return "POINT_IN_TIME";
   }
   return "POINT_IN_TIME";
 }
@@ -256,15 +256,15 @@ void Logger::close_file() {
 }
 
 void Logger::start(const std::string& key, const Value& value, const Value& metadata, std::source_location where) {
-  emit(EventType::kIntervalStart, key, value, metadata, where);
+  emit(EventType::INTERVAL_START, key, value, metadata, where);
 }
 
 void Logger::end(const std::string& key, const Value& value, const Value& metadata, std::source_location where) {
-  emit(EventType::kIntervalEnd, key, value, metadata, where);
+  emit(EventType::INTERVAL_END, key, value, metadata, where);
 }
 
 void Logger::event(const std::string& key, const Value& value, const Value& metadata, std::source_location where) {
-  emit(EventType::kPointInTime, key, value, metadata, where);
+  emit(EventType::POINT_IN_TIME, key, value, metadata, where);
 }
 
 void Logger::emit(EventType type, const std::string& key, const Value& value, const Value& metadata,

@@ -26,12 +26,12 @@ std::string python_float_repr(double value);
 // json.dumps(value) with the defaults: ensure_ascii, ", "/": " separators, no indentation.
 std::string python_json_dumps(const Value& value);
 
-enum class EventType { kIntervalStart, kIntervalEnd, kPointInTime };
+enum class EventType { INTERVAL_START, INTERVAL_END, POINT_IN_TIME };
 
 struct Event {
   std::string name_space;  // "namespace" in the line
   int64_t time_ms = 0;
-  EventType type = EventType::kPointInTime;
+  EventType type = EventType::POINT_IN_TIME;
   std::string key;
   Value value;        // null when the event has none
   std::string file;   // metadata "file"

@@ -45,10 +45,10 @@ uint32_t crc32c_mask(uint32_t crc) { return ((crc >> 15) | (crc << 17)) + 0xa282
 
 std::string tf_dtype_name(int dtype) {
   switch (dtype) {
-    case kTfFloat: return "float32";
-    case kTfDouble: return "float64";
-    case kTfInt32: return "int32";
-    case kTfInt64: return "int64";
+    case TF_FLOAT: return "float32";
+    case TF_DOUBLE: return "float64";
+    case TF_INT32: return "int32";
+    case TF_INT64: return "int64";
     case 4: return "uint8";
     case 5: return "int16";
     case 6: return "int8";
@@ -303,7 +303,7 @@ std::string TfCheckpointReader::data_file(int shard) const {
 void TfCheckpointReader::read_float(const TfTensorEntry& e, float* dst, size_t count) const {
   const std::string path = data_file(e.shard);
   if (e.sliced) throw_input(prefix_, cat("tensor '", e.name, "' is a partitioned variable, which is not supported"));
-  if (e.dtype != kTfFloat)
+  if (e.dtype != TF_FLOAT)
     throw_input(prefix_, cat("tensor '", e.name, "' is ", tf_dtype_name(e.dtype), ", expected float32"));
   if (e.size != static_cast<int64_t>(count * sizeof(float)))
     throw_input(prefix_, cat("tensor '", e.name, "' holds ", e.size, " bytes, expected ", count * sizeof(float)));

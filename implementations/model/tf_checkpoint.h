@@ -22,7 +22,7 @@
 namespace bertperf {
 
 // TensorFlow's DataType enum values for the types a checkpoint of ours can hold.
-enum TfDType : int { kTfFloat = 1, kTfDouble = 2, kTfInt32 = 3, kTfInt64 = 9 };
+enum TfDType : int { TF_FLOAT = 1, TF_DOUBLE = 2, TF_INT32 = 3, TF_INT64 = 9 };
 std::string tf_dtype_name(int dtype);  // "float32", "int64", ..., "DataType 19"
 
 struct TfTensorEntry {

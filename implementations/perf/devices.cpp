@@ -134,6 +134,10 @@ DeviceTable DeviceTable::load(const std::string& path) {
     }
     if (f.has("power_w") && !((d.power_w = f.required<double>("power_w")) > 0))
       throw_input(where, "power_w must be > 0 (leave it out where not recorded)");
+    if (f.has("fp8_peak_flops") && !((d.fp8_peak_flops = f.required<double>("fp8_peak_flops")) > 0))
+      throw_input(where, "fp8_peak_flops must be > 0 (leave it out where not recorded)");
+    if (f.has("memory_bytes_per_s") && !((d.memory_bytes_per_s = f.required<double>("memory_bytes_per_s")) > 0))
+      throw_input(where, "memory_bytes_per_s must be > 0 (leave it out where not recorded)");
     d.intra_link = f.required<std::string>("intra_link");
     d.network_guess_text = f.required<std::string>("network_guess");
     d.source = f.required<std::string>("source");

@@ -53,6 +53,8 @@ struct DeviceClass {
   std::string source;
   std::optional<CpuSpec> cpu;                    // set for a CPU class, whose device is a node
   double power_w = 0;                            // the board power its figures are for; 0 when not recorded
+  double fp8_peak_flops = 0;                     // dense FP8 tensor FLOP/s; 0 when not recorded
+  double memory_bytes_per_s = 0;                 // device memory bandwidth; 0 when not recorded
 
   // A node's speed relative to the class's reference node (peak over peak); 1 for an accelerator.
   double scale_of(const CpuNode& node) const;

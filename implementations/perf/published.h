@@ -195,7 +195,7 @@ enum class Holdout : uint8_t {
 };
 // Every holdout, in the order above.
 const std::vector<Holdout>& holdouts();
-// The one the README and benchmarks/RESULTS.md quote, and prediction intervals come from: the strictest that
+// The one the README and speed/RESULTS.md quote, and prediction intervals come from: the strictest that
 // predicts every class with more than one family.
 constexpr Holdout kQuotedHoldout = Holdout::FAMILY;
 const char* holdout_name(Holdout holdout);

@@ -4,7 +4,7 @@
 // synchronize(); deallocate waits for the work before it; events are waited for from any thread; a captured graph
 // replays with the step values backend memory holds then; an op's working buffer follows scratch_buffer.h's rule
 // after a capture; an error on the worker comes back at the next wait, every time (and is said on stderr when no wait
-// saw it).
+// saw it); the host's waits are counted, as on the synchronous CPU backends.
 //
 // Where an order matters the backend runs with random delays of up to tens of milliseconds before each queued piece
 // of work, from a fixed seed, so that the worker is certainly behind the host when the host rewrites or reads.
@@ -107,6 +107,35 @@ TEST(CpuAsync, DownloadLandsAtAnEventOrSynchronize) {
   EXPECT_EQ(seen, 5.0);
 }
 
+// The host-wait count (device.h) goes up at each synchronize, host_wait and upload that waits for its copy, and at
+// nothing else; cpu-async and the synchronous CPU backends count the same calls alike.
+TEST(CpuAsync, CountsTheHostsWaits) {
+  for (const char* name : {"cpu-async", "cpu", "cpu-bf16"}) {
+    SCOPED_TRACE(name);
+    const auto b = make_backend(backend_spec(name, {"threads=1"}));
+    DeviceBuffer pinned(*b, 64, MemoryKind::PINNED), device(*b, 64);
+    const auto event = b->make_event();
+    const int64_t before = b->host_waits();
+    b->upload(device.data(), pinned.data(), 64);  // pinned: queued, no wait
+    b->fill_zero(device.data(), 64);
+    b->copy(device.data(), device.data(), 32);
+    b->record(*event);
+    b->wait(*event);
+    b->download(pinned.data(), device.data(), 64);
+    EXPECT_EQ(b->host_waits(), before);
+    b->host_wait(*event);
+    EXPECT_EQ(b->host_waits(), before + 1);
+    b->synchronize();
+    EXPECT_EQ(b->host_waits(), before + 2);
+  }
+  const auto b = cpu_async();
+  DeviceBuffer device(*b, 64);
+  const int64_t before = b->host_waits();
+  std::vector<char> pageable(64, 1);
+  b->upload(device.data(), pageable.data(), 64);  // returns once the copy has run
+  EXPECT_EQ(b->host_waits(), before + 1);
+}
+
 TEST(CpuAsync, DeallocateWaitsForTheWorkBeforeIt) {
   const auto b = cpu_async(20000);
   DeviceBuffer busy(*b, 4096), device(*b, sizeof(float));
@@ -203,6 +232,40 @@ TEST(CpuAsync, CaptureRecordsWithoutRunningAndRefusesHostTraffic) {
     EXPECT_NE(error.find(cat(what, " inside a capture")), std::string::npos) << what << ": " << error;
   }
   b->synchronize();  // the backend is still fine
+}
+
+// A capture is its thread's alone, as a CUDA capture in thread-local mode: while one thread captures a step,
+// another (the batch pipeline's read-ahead) waits for an earlier upload before refilling its pinned block. Under
+// load the read-ahead's wait fell inside the step's capture and was refused as host traffic of the capture.
+TEST(CpuAsync, AnotherThreadWaitsOnEventsWhileOneCaptures) {
+  const auto b = cpu_async(1000);
+  DeviceBuffer device(*b, 1000 * sizeof(float));
+  std::vector<float> host(1000, 2.0f);
+  const auto uploaded = b->make_event();
+  b->upload(device.data(), host.data(), 1000 * sizeof(float));
+  b->record(*uploaded);
+  std::string error;
+  const auto graph = b->capture([&] {
+    b->fill_zero(device.data(), sizeof(float));
+    std::thread reader([&] {
+      try {
+        b->host_wait(*uploaded);
+      } catch (const std::exception& e) {
+        error = e.what();
+      }
+    });
+    reader.join();
+  });
+  EXPECT_EQ(error, "");
+  ASSERT_NE(graph, nullptr);
+  float seen = 0;
+  b->download(&seen, device.data(), sizeof seen);
+  b->synchronize();
+  EXPECT_EQ(seen, 2.0f) << "the capture ran the work it recorded";
+  graph->replay();
+  b->download(&seen, device.data(), sizeof seen);
+  b->synchronize();
+  EXPECT_EQ(seen, 0.0f);
 }
 
 // The partial sums of a clip over `chunks` chunks, and the norm it finds, on a flat buffer of ones.

@@ -25,6 +25,7 @@
 #include "perf/devices.h"
 #include "perf/network.h"
 #include "perf/published.h"
+#include "perf/roofline.h"
 #include "perf/step_model.h"
 #include "temp_dir.h"
 
@@ -385,6 +386,8 @@ TEST(Devices, BadTablesAreOneLine) {
       {R"({"notes": [], "devices": [{"name": "x", "match": [["X1"]], "peak_flops": 1, "intra_link": "pcie4", "network_guess": "fast", "source": "s"}]})", "network_guess"},
       {R"({"notes": [], "devices": [{"name": "x", "match": [["X1"]], "peak_flops": 1, "intra_link": "pcie4", "network_guess": "InfiniBand HDR 200Gb/s", "source": "s", "colour": 1}]})", "colour"},
       {R"({"notes": [], "devices": [{"name": "x", "match": [["X1"]], "peak_flops": 1, "power_w": 0, "intra_link": "pcie4", "network_guess": "InfiniBand HDR 200Gb/s", "source": "s"}]})", "power_w"},
+      {R"({"notes": [], "devices": [{"name": "x", "match": [["X1"]], "peak_flops": 1, "fp8_peak_flops": -2, "intra_link": "pcie4", "network_guess": "InfiniBand HDR 200Gb/s", "source": "s"}]})", "fp8_peak_flops"},
+      {R"({"notes": [], "devices": [{"name": "x", "match": [["X1"]], "peak_flops": 1, "memory_bytes_per_s": 0, "intra_link": "pcie4", "network_guess": "InfiniBand HDR 200Gb/s", "source": "s"}]})", "memory_bytes_per_s"},
       {R"({"notes": [], "devices": [{"name": "c", "match": [["X1"]], "peak_flops": 1, "cpu": {"isa": "amx-bf16", "flops_per_cycle_per_core": 1024, "sockets": 2, "cores_per_socket": 56, "clock_ghz": 2.0, "core_samples_per_s": null, "core_rate_source": "s"}, "intra_link": "shm", "network_guess": "Ethernet 100Gb/s", "source": "s"}]})", "peak"},
       {R"({"notes": [], "devices": [{"name": "c", "match": [["X1"]], "cpu": {"isa": "amx-bf16", "flops_per_cycle_per_core": 0, "sockets": 2, "cores_per_socket": 56, "clock_ghz": 2.0, "core_samples_per_s": null, "core_rate_source": "s"}, "intra_link": "shm", "network_guess": "Ethernet 100Gb/s", "source": "s"}]})", "flops_per_cycle_per_core"},
       {R"({"notes": [], "devices": [{"name": "c", "match": [["X1"]], "cpu": {"isa": "amx-bf16", "flops_per_cycle_per_core": 64, "sockets": 2, "cores_per_socket": 56, "clock_ghz": 2.0, "core_samples_per_s": "quick", "core_rate_source": "s"}, "intra_link": "shm", "network_guess": "Ethernet 100Gb/s", "source": "s"}]})", "core_samples_per_s"},
@@ -1081,4 +1084,32 @@ TEST(Published, BadDataSetsAreOneLine) {
   doc = systems;
   doc["systems"][4]["colour"] = "red";
   write(doc), expect("colour");
+}
+
+// The roofline's prices: the data sheets' figures as the table holds them, an op at the larger of its compute and
+// memory times plus the launch, and a class without the figures refused in one line.
+TEST(Roofline, OpTimeIsTheLongerOfComputeAndMemory) {
+  const RooflineDevice h200 = roofline_device(devices().by_name("h200"), "devices.json");
+  EXPECT_DOUBLE_EQ(h200.bf16_flops, 989e12);
+  EXPECT_DOUBLE_EQ(h200.fp8_flops, 1979e12);
+  EXPECT_DOUBLE_EQ(h200.memory_bytes_per_s, 4.8e12);
+  EXPECT_DOUBLE_EQ(roofline_device(devices().by_name("h100-sxm"), "devices.json").memory_bytes_per_s, 3.35e12);
+  // A GEMM of 4096 x 1024 x 4096 in bf16: 34.4 GFLOP, 24 MiB; compute-bound.
+  const double flops = 2.0 * 4096 * 1024 * 4096, bytes = 2.0 * (4096 * 1024 * 2 + 4096.0 * 4096);
+  const OpTime gemm = op_time(flops, bytes, h200.bf16_flops, h200);
+  EXPECT_DOUBLE_EQ(gemm.compute_s, flops / 989e12);
+  EXPECT_DOUBLE_EQ(gemm.memory_s, bytes / 4.8e12);
+  EXPECT_FALSE(gemm.memory_bound());
+  EXPECT_DOUBLE_EQ(gemm.time_s, flops / 989e12 + kLaunchSeconds);
+  EXPECT_DOUBLE_EQ(op_time(flops, bytes, h200.fp8_flops, h200).time_s, flops / 1979e12 + kLaunchSeconds);
+  // A LayerNorm over the same rows: no FLOPs counted, memory-bound.
+  const OpTime norm = op_time(0, 4 * 2.0 * 4096 * 1024, h200.bf16_flops, h200);
+  EXPECT_TRUE(norm.memory_bound());
+  EXPECT_DOUBLE_EQ(norm.time_s, 4 * 2.0 * 4096 * 1024 / 4.8e12 + kLaunchSeconds);
+  try {
+    roofline_device(devices().by_name("a30"), "devices.json");
+    FAIL() << "a30 has no bandwidth in the table";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("a30"), std::string::npos) << e.what();
+  }
 }

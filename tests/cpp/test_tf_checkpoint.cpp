@@ -88,7 +88,7 @@ TEST_F(TfCheckpointTest, ReaderListsEveryVariableWithItsDtypeAndShape) {
   std::sort(keys.begin(), keys.end());
   EXPECT_EQ(keys, expected_.datasets());  // nothing missed, nothing invented
   ASSERT_NE(reader.find("global_step"), nullptr);
-  EXPECT_EQ(reader.find("global_step")->dtype, kTfInt64);
+  EXPECT_EQ(reader.find("global_step")->dtype, TF_INT64);
   EXPECT_TRUE(reader.find("global_step")->shape.empty());
   EXPECT_EQ(reader.find("bert/pooler/dense"), nullptr);
 }
@@ -97,7 +97,7 @@ TEST_F(TfCheckpointTest, EveryFloatTensorReadsBitExact) {
   const TfCheckpointReader reader(kPrefix);
   size_t floats = 0;
   for (const TfTensorEntry& e : reader.entries()) {
-    if (e.dtype != kTfFloat) continue;
+    if (e.dtype != TF_FLOAT) continue;
     const std::vector<float> want = expected_.read<float>(expected_key(e.name));
     std::vector<float> got(want.size());
     reader.read_float(e, got.data(), got.size());
@@ -161,7 +161,7 @@ TEST_F(TfCheckpointTest, DamagedFilesNameTheFileAndTensor) {
   // A data file cut short inside the last float tensor.
   const TfTensorEntry* last = &word;
   for (const TfTensorEntry& e : reader.entries())
-    if (e.dtype == kTfFloat && e.offset > last->offset) last = &e;
+    if (e.dtype == TF_FLOAT && e.offset > last->offset) last = &e;
   fs::resize_file(data, last->offset + 2);
   std::vector<float> tail(last->size / sizeof(float));
   expect_input_error([&] { reader.read_float(*last, tail.data(), tail.size()); }, {data, last->name, "truncated"});

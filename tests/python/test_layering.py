@@ -2,7 +2,7 @@
 every sub-folder, includes only what its layer may include (project folders, and the libraries only some layers may
 know: OpenBLAS, OpenMP and oneDNN in backends/cpu, CUDA in backends/cuda, the CUDA runtime also in the GPU runtime
 layer gpu/, NCCL in gpu/nccl_*), and calls a library's functions (cudaMalloc, ncclAllReduce, MPI_Allreduce) only
-where it may include its headers; the tests and benchmarks (the rules' clients) include only what the library they
+where it may include its headers; the tests and speed programs (the rules' clients) include only what the library they
 link holds; the rules are well formed; the table in implementations/README.md says what they say; CMake refuses an
 include and a link they do not allow. The checks are themselves checked: violations planted in a copy of the tree are
 each caught."""
@@ -19,7 +19,7 @@ from bertperf_paths import REPO
 
 SOURCES = REPO / "implementations"
 RULES = SOURCES / "layers.json"
-CLIENT_FOLDERS = ("tests", "benchmarks")
+CLIENT_FOLDERS = ("tests", "speed", "benchmarks")
 SUFFIXES = {".h", ".hpp", ".cpp", ".cu", ".cuh"}
 INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*([<"])([^>"]+)[>"]', re.M)
 PRAGMA = re.compile(r"^[ \t]*#[ \t]*pragma[ \t]+(\w+)", re.M)
@@ -136,7 +136,7 @@ def violations(root, rules):
 
 
 def client_violations(repo, rules):
-    """Every break of `rules` by the clients under `repo` (tests/, benchmarks/), one line each."""
+    """Every break of `rules` by the clients under `repo` (tests/, speed/), one line each."""
     layers = {layer["folder"]: layer for layer in rules["layers"]}
     found = []
     for folder in CLIENT_FOLDERS:
@@ -243,13 +243,13 @@ PLANTED = {
 # A call named only in a comment or a string is no call.
 NOT_CALLS = "// cudaMalloc(p, n) is the GPU layer's\nconst char* s = \"ncclAllReduce(\";\n/* MPI_Init(0, 0) */\n"
 
-# Clients (tests, benchmarks): what each plants, under a copy of the repository holding only it.
+# Clients (tests, speed programs): what each plants, under a copy of the repository holding only it.
 PLANTED_CLIENTS = {
     "a core test includes the harness": ("tests/cpp/test_core.cpp", '#include "harness/train_step.h"\n'),
     "a data test includes the model": ("tests/cpp/test_reader.cpp", '#include "model/bert.h"\n'),
     "a test includes NCCL": ("tests/cpp/test_planted.cpp", "#include <nccl.h>\n"),
     "a test calls the CUDA runtime": ("tests/cpp/test_planted.cpp", "void f(void** p) { cudaMalloc(p, 16); }\n"),
-    "a benchmark uses OpenMP unlisted": ("benchmarks/micro/bench_planted.cpp", "#include <omp.h>\n"),
+    "a speed program uses OpenMP unlisted": ("speed/micro/bench_planted.cpp", "#include <omp.h>\n"),
     "a file in no client entry": ("tests/other/planted.cpp", "int x;\n"),
 }
 
@@ -301,7 +301,7 @@ def test_a_client_may_use_what_its_entry_lists(tmp_path):
     """The same includes as the planted ones, where the entries allow them, are no violation."""
     for name, text in {"tests/cpp/test_harness_x.cpp": '#include "harness/train_step.h"\n',
                        "tests/cpp/test_ops.cpp": "#include <omp.h>\n#include <cblas.h>\n",
-                       "benchmarks/dist/bench_x.cpp": "#include <mpi.h>\nvoid f() { MPI_Barrier(0); }\n"}.items():
+                       "speed/dist/bench_x.cpp": "#include <mpi.h>\nvoid f() { MPI_Barrier(0); }\n"}.items():
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text(text)
     assert client_violations(tmp_path, load_rules()) == []
@@ -365,7 +365,7 @@ def test_every_backend_registers_itself_as_the_readme_says():
     registry = next(layer for layer in rules["layers"] if layer["folder"] == "registry")
     registry_cpp = (SOURCES / "registry" / "registry.cpp").read_text()
     every_source = [(p, p.read_text(errors="replace"))
-                    for root in (SOURCES, REPO / "tests", REPO / "benchmarks") for p in sources(root)]
+                    for root in (SOURCES, *(REPO / f for f in CLIENT_FOLDERS)) for p in sources(root)]
     folders = backend_folders(rules)
     assert folders, "no backend folder in layers.json"
     for folder in folders:

@@ -23,7 +23,7 @@ config against Baidu's v2.1 8x8 logs.
   cluster from the cpu_2c config: a node's rate is the fit times its peak's share of the reference node's,
   the 16-node results are predicted from the 8-node ones alone within 15%, and a measured core rate in
   devices.json (core_samples_per_s) stands in for a class without results.
-- The medians stay under stated bounds (the figures of benchmarks/RESULTS.md, with some room), and every
+- The medians stay under stated bounds (the figures of speed/RESULTS.md, with some room), and every
   mode's calibration is within 0.85-0.95.
 - Baidu's v2.1 8x8 result (2.476 min) predicted from benchmarks/bert/mlperf/a100_8x8.json by a model
   fitted without it: within 3% in every mode that predicts it; the config's own row is predicted without the
@@ -57,7 +57,7 @@ BAIDU = "v2.1 Baidu 8_node_64_A100_PaddlePaddle"
 BAIDU_TREE = "v2.1/Baidu/results/8_node_64_A100_PaddlePaddle/bert"
 
 # Median absolute error bounds at the RCP samples (and at the logged samples), by mode and node band
-# (benchmarks/RESULTS.md has the figures these guard).
+# (speed/RESULTS.md has the figures these guard).
 BOUND_RCP = {"leave-family-out": {"1": 0.05, "2-16": 0.09, "32+": 0.20},
              "leave-one-out": {"1": 0.05, "2-16": 0.07, "32+": 0.09},
              "forward-in-time": {"1": 0.055, "2-16": 0.04}}
@@ -323,7 +323,7 @@ def without_power_w(tmp_path):
                                       ["--without", "logged-costs"], ["--without", "samples"],
                                       ["--without", "network-efficiency"], ["--algo", "hierarchical"], ["power"]])
 def test_each_term_of_the_model_helps(tmp_path, validation, ablation):
-    # The leave-family-out validation without a term of the model (benchmarks/RESULTS.md has the figures): its
+    # The leave-family-out validation without a term of the model (speed/RESULTS.md has the figures): its
     # medians at the RCP samples, the three bands together, are worse. "power": devices.json without the
     # classes' board power, so that no stated power scales a device.
     if ablation == ["power"]:
@@ -447,7 +447,7 @@ def test_cpu_node_scaling_from_the_other_node_count(tmp_path):
     need_binary()
     # Without Intel's 16-node results, the 8-node ones alone predict them (one batch a node: the class's fixed
     # step cost is the accelerators' prior, no class samples effect): 42.1 and 43.5 min against 47.9 and 47.3,
-    # -12% and -8% (benchmarks/RESULTS.md).
+    # -12% and -8% (speed/RESULTS.md).
     doc = json.loads(DATASET.read_text())
     doc["systems"] = [s for s in doc["systems"] if "16-nodes-SPR" not in s["id"]]
     path = tmp_path / "published.json"
@@ -464,7 +464,7 @@ def test_a_measured_core_rate_stands_in_for_a_class_without_results(tmp_path):
     need_binary()
     devices = json.loads((MLPERF / "reference" / "devices.json").read_text())
     zen4 = next(d for d in devices["devices"] if d["name"] == "epyc-zen4")
-    # The committed table has the rate measured on the 2-core machine (benchmarks/RESULTS.md): cpu_2c, whose
+    # The committed table has the rate measured on the 2-core machine (speed/RESULTS.md): cpu_2c, whose
     # description gives 2 cores and no clock, is predicted at exactly that node's rate.
     measured = zen4["cpu"]["core_samples_per_s"]
     assert measured and 0 < measured < 1

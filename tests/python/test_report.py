@@ -586,6 +586,28 @@ def test_sets_of_one_system_are_named_by_their_trees(capsys, tmp_path):
 
 
 @needs_shared
+def test_plot_titles_fit_their_figures(tmp_path):
+    """Every title lies inside its figure, with set labels as long as a rerun's in a deep folder beside its
+    baseline (the labels take the axes' left side)."""
+    from bertperf_compliance.report.plots import (_accuracy_figure, _interval_figure, _throughput_figure,
+                                                  _time_figure)
+    original = RESULTS / "v4.0" / "NVIDIA"
+    rerun = _slowed_copy(original, tmp_path / ("a-rerun-in-a-folder-with-a-long-name-" * 2) / "rerun", 1.0)
+    sets = find_result_sets([str(original), str(rerun)])
+    for figure in (_accuracy_figure(sets, 0.72), _time_figure(sets), _throughput_figure(sets),
+                   _interval_figure(sets)):
+        figure.canvas.draw()
+        renderer = figure.canvas.get_renderer()
+        titles = [figure._suptitle] + [ax.title for ax in figure.axes]
+        titles = [t for t in titles if t is not None and t.get_text()]
+        assert titles
+        for title in titles:
+            extent = title.get_window_extent(renderer)
+            assert 0 <= extent.x0 and extent.x1 <= figure.bbox.width, \
+                f"{title.get_text()!r} spans x {extent.x0:.0f}-{extent.x1:.0f} of {figure.bbox.width:.0f}"
+
+
+@needs_shared
 def test_baseline_by_label_and_position(capsys, three):
     h200 = "NVIDIA/h200_ngc23.09_pytorch"
     for choice in (h200, "3"):

@@ -88,8 +88,10 @@ def _accuracy_figure(sets: Sequence[ResultSet], target: float) -> Figure:
 def _time_figure(sets: Sequence[ResultSet]) -> Figure:
     fig = _figure()
     ax = fig.subplots()
-    ax.set_title("Time to train per run (filled: counted in the olympic mean; hollow: trimmed; "
-                 "x: did not converge)\nbar: score", fontsize=13)
+    # Titles are the figure's, centred on it: an axes title is centred on the axes, which long set labels push
+    # right, past the figure's edge.
+    fig.suptitle("Time to train per run\n(filled: counted in the olympic mean; hollow: trimmed; "
+                 "x: did not converge; bar: score)", fontsize=13)
     for row, s in enumerate(sets):
         y = len(sets) - 1 - row
         times = sorted(s.times_min)
@@ -141,6 +143,11 @@ def _throughput_figure(sets: Sequence[ResultSet]) -> Figure:
                         transform=blended_transform_factory(ax.transAxes, ax.transData),
                         va="center", fontsize=10, color="dimgray")
                 continue
+            if not s.converged_runs:
+                ax.text(0.02, base, "no converged run: no throughput to show",
+                        transform=blended_transform_factory(ax.transAxes, ax.transData),
+                        va="center", fontsize=10, color="dimgray")
+                continue
             for k, (attr, _) in enumerate(THROUGHPUTS):
                 y = base + 0.4 - height * (k + 0.5)
                 values = [getattr(r, attr) for r in s.converged_runs]
@@ -156,6 +163,7 @@ def _throughput_figure(sets: Sequence[ResultSet]) -> Figure:
                       fontsize=11)
         ax.grid(True, axis="x", alpha=0.3)
         ax.margins(x=0.15)
+        ax.set_xlim(left=0)
     axes[0].set_yticks(range(len(sets)), [s.label for s in reversed(sets)], fontsize=11)
     axes[0].set_ylim(-0.6, len(sets) - 0.4)
     legend = [Line2D([], [], color="grey", alpha=1.0 - 0.3 * k, linewidth=8, label=name)
@@ -168,7 +176,7 @@ def _throughput_figure(sets: Sequence[ResultSet]) -> Figure:
 def _interval_figure(sets: Sequence[ResultSet]) -> Figure:
     fig = _figure()
     ax = fig.subplots()
-    ax.set_title("Throughput per eval interval, every run\n(each point: samples/s between two evals, "
+    fig.suptitle("Throughput per eval interval, every run\n(each point: samples/s between two evals, "
                  "plotted at the later one; the first interval starts at run_start)", fontsize=13)
     for i, s in enumerate(sets):
         for run in s.runs:

@@ -209,7 +209,10 @@ class CpuAsyncBackend final : public Backend {
     outside_capture("upload");
     const uint64_t at = enqueue([dst, src, bytes] { std::memmove(dst, src, bytes); });
     // Pageable memory (or every upload, with "blocking_uploads"): read before the call returns.
-    if (options_.blocking_uploads || !in_pinned(src, bytes)) queue_.wait(at);
+    if (options_.blocking_uploads || !in_pinned(src, bytes)) {
+      count_host_wait();
+      queue_.wait(at);
+    }
   }
   void download(void* dst, const void* src, size_t bytes) override {
     outside_capture("download");
@@ -226,6 +229,7 @@ class CpuAsyncBackend final : public Backend {
   }
   void synchronize() override {
     outside_capture("synchronize");
+    count_host_wait();
     queue_.wait(queue_.issued());
   }
 
@@ -233,8 +237,8 @@ class CpuAsyncBackend final : public Backend {
   std::unique_ptr<Event> make_event() override { return std::make_unique<QueueEvent>(this); }
   void record(Event& event) override {
     QueueEvent& e = own(event);
-    if (recording_) {
-      recording_->push_back({Task(), &e});
+    if (std::vector<Recorded>* r = recording()) {
+      r->push_back({Task(), &e});
     } else {
       e.position = queue_.issued();
     }
@@ -242,6 +246,7 @@ class CpuAsyncBackend final : public Backend {
   void wait(Event& event) override { own(event); }  // one queue runs in order
   void host_wait(Event& event) override {
     outside_capture("host_wait");
+    count_host_wait();
     queue_.wait(own(event).position);
   }
 
@@ -274,8 +279,8 @@ class CpuAsyncBackend final : public Backend {
   // Queues `f` now, or records it when a capture is under way.
   template <typename F>
   void issue(const F& f) {
-    if (recording_) {
-      recording_->push_back({Task(f), nullptr});
+    if (std::vector<Recorded>* r = recording()) {
+      r->push_back({Task(f), nullptr});
     } else {
       queue_.push(Task(f));
     }
@@ -294,8 +299,14 @@ class CpuAsyncBackend final : public Backend {
   uint64_t enqueue(const F& f) {
     return queue_.push(Task(f));
   }
+  // The capture this thread is making, if any. A capture is the capturing thread's alone, as CUDA's thread-local
+  // capture mode (graph_capture.cu) makes it: another thread's calls meanwhile (the batch pipeline's read-ahead
+  // waiting for an upload before it refills a pinned block) run as outside a capture.
+  std::vector<Recorded>* recording() const {
+    return capture_thread_.load(std::memory_order_acquire) == std::this_thread::get_id() ? recording_ : nullptr;
+  }
   void outside_capture(const char* what) const {
-    BERT_CHECK(!recording_, "cpu-async: ", what, " inside a capture (device.h: ops, fills, copies and events only)");
+    BERT_CHECK(!recording(), "cpu-async: ", what, " inside a capture (device.h: ops, fills, copies and events only)");
   }
   QueueEvent& own(Event& event) const {
     auto* e = dynamic_cast<QueueEvent*>(&event);
@@ -347,7 +358,8 @@ class CpuAsyncBackend final : public Backend {
   mutable std::mutex memory_mutex_;
   std::map<uintptr_t, Allocation> live_;  // what allocate handed out and deallocate has not taken back, by address
   WorkQueue queue_;
-  std::vector<Recorded>* recording_ = nullptr;  // the capture under way, if any
+  std::vector<Recorded>* recording_ = nullptr;  // the capture under way, if any, read by its thread only
+  std::atomic<std::thread::id> capture_thread_{};  // the thread making it (none: a default id)
   CaptureState capture_state_;
   ScratchBuffer<QueueAllocator> scratch_{{this}, capture_state_, "cpu-async backend's partial-sum"};
 };
@@ -374,21 +386,25 @@ class QueueGraph final : public CapturedOps {
 };
 
 std::unique_ptr<CapturedOps> CpuAsyncBackend::capture(const std::function<void()>& issue) {
-  BERT_CHECK(!recording_, "cpu-async: a capture inside a capture");
+  BERT_CHECK(capture_thread_.load() == std::thread::id(), "cpu-async: a capture inside a capture");
   auto graph = std::make_unique<QueueGraph>(*this);
   recording_ = &graph->recorded;
+  capture_thread_.store(std::this_thread::get_id(), std::memory_order_release);
   // From here on, captured ops may hold the partial-sum buffer: it never grows inside a capture and is never freed
   // while the backend lives (scratch_buffer.h).
   capture_state_.capturing = capture_state_.captured = true;
+  const auto end = [&] {
+    capture_thread_.store(std::thread::id(), std::memory_order_release);
+    recording_ = nullptr;
+    capture_state_.capturing = false;
+  };
   try {
     issue();
   } catch (...) {
-    recording_ = nullptr;
-    capture_state_.capturing = false;
+    end();
     throw;
   }
-  recording_ = nullptr;
-  capture_state_.capturing = false;
+  end();
   return graph;
 }
 

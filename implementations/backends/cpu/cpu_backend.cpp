@@ -112,7 +112,7 @@ class CpuBackend final : public CpuOpsBackend {
   std::unique_ptr<Event> make_event() override { return std::make_unique<Event>(); }
   void record(Event&) override {}
   void wait(Event&) override {}
-  void host_wait(Event&) override {}
+  void host_wait(Event&) override { count_host_wait(); }
 
   void* allocate(size_t bytes, MemoryKind) override { return host_allocate(bytes); }
   void deallocate(void* p, MemoryKind) noexcept override { std::free(p); }
@@ -142,7 +142,7 @@ class CpuBackend final : public CpuOpsBackend {
       });
     });
   }
-  void synchronize() override {}
+  void synchronize() override { count_host_wait(); }
   GemmProfile* gemm_profile() override { return &cpu::gemm_profile(); }
 
   size_t attention_saved_bytes(int tokens, int, int max_seqlen, int heads) const override {

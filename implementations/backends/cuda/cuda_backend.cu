@@ -150,7 +150,10 @@ class CudaBackend final : public Backend {
     if (bytes == 0) return;
     CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, ctx_.stream));
     // From pageable memory the caller may reuse src as soon as we return: wait for the copy.
-    if (!is_pinned(src) || options_.blocking_uploads) CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));
+    if (!is_pinned(src) || options_.blocking_uploads) {
+      count_host_wait();
+      CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));
+    }
   }
   void download(void* dst, const void* src, size_t bytes) override {
     if (bytes) CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, ctx_.stream));
@@ -164,11 +167,17 @@ class CudaBackend final : public Backend {
   void convert(void* dst, DType dst_type, const void* src, DType src_type, size_t n) override {
     cuda::convert(ctx_, dst, dst_type, src, src_type, n);
   }
-  void synchronize() override { CUDA_CHECK(cudaStreamSynchronize(ctx_.stream)); }
+  void synchronize() override {
+    count_host_wait();
+    CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));
+  }
   std::unique_ptr<Event> make_event() override { return std::make_unique<gpu::Event>(); }
   void record(Event& e) override { CUDA_CHECK(cudaEventRecord(gpu::native(e), ctx_.stream)); }
   void wait(Event& e) override { CUDA_CHECK(cudaStreamWaitEvent(ctx_.stream, gpu::native(e), 0)); }
-  void host_wait(Event& e) override { CUDA_CHECK(cudaEventSynchronize(gpu::native(e))); }
+  void host_wait(Event& e) override {
+    count_host_wait();
+    CUDA_CHECK(cudaEventSynchronize(gpu::native(e)));
+  }
   std::unique_ptr<CapturedOps> capture(const std::function<void()>& issue) override {
     return cuda::capture_graph(ctx_, issue);
   }
