@@ -11,8 +11,9 @@
 //    has completed, or after synchronize(). (On a synchronous backend both hold at once.)
 //  - deallocate waits for the work issued before it that may touch the memory.
 // An Event marks a point in a backend's queue: record() places it after everything issued so far, wait() makes
-// work issued later start after it (also when it was recorded on another queue through native()), host_wait()
-// blocks the calling thread until it has passed. Events are made once, outside the step (make_event allocates).
+// work issued later start after it, host_wait() blocks the calling thread until it has passed. (A GPU backend's
+// events are the GPU runtime's, gpu/runtime.h, which a library ordering its own stream with the backend's work asks
+// for.) Events are made once, outside the step (make_event allocates).
 #pragma once
 
 #include <atomic>
@@ -31,6 +32,10 @@ namespace bertperf {
 // memory, for copies that overlap with compute.
 enum class MemoryKind : uint8_t { DEVICE, HOST, PINNED };
 
+// The collective library that sums this backend's DEVICE memory across ranks (comm/transport.h): MPI where it is host
+// memory, NCCL where it is a GPU's.
+enum class Collectives : uint8_t { MPI, NCCL };
+
 // What a backend can do, fixed when it is built.
 struct Capabilities {
   bool static_shapes = false;  // every batch runs at its full capacity (a captured step replays one shape)
@@ -38,6 +43,7 @@ struct Capabilities {
   bool capture = false;        // capture() records work for replay
   bool host_memory = true;     // DEVICE memory is host memory, which host code (MPI) may read and write once the
                                // work that touches it has completed
+  Collectives collectives = Collectives::MPI;  // the transport that reads and writes DEVICE memory
   // Ops whose results may differ between two runs on the same inputs (a library's non-deterministic algorithm);
   // every other op gives the same bits every time.
   ops::OpMask nondeterministic;
@@ -50,8 +56,6 @@ struct Capabilities {
 class Event {
  public:
   virtual ~Event() = default;
-  // The backend's own handle (a cudaEvent_t), for a library that orders another queue with it; null where none.
-  virtual void* native() { return nullptr; }
 };
 
 // Work recorded once and replayed with the same pointers and sizes (a CUDA graph); what it reads from backend memory

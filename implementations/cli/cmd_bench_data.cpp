@@ -13,10 +13,10 @@
 #include <filesystem>
 #include <iostream>
 
-#include "backends/registry.h"
 #include "cli/args.h"
 #include "data/reader.h"
 #include "model/batch_stage.h"
+#include "registry/registry.h"
 
 namespace bertperf::cli {
 

@@ -17,12 +17,12 @@
 
 #include "cli/args.h"
 #include "backends/op_cost.h"
-#include "backends/registry.h"
 #include "data/packing.h"
 #include "harness/train_config.h"
 #include "harness/train_stack.h"
 #include "model/batch_pipeline.h"
 #include "perf/roofline.h"
+#include "registry/registry.h"
 
 namespace bertperf::cli {
 
@@ -155,7 +155,7 @@ int cmd_bench_step(const Args& args, DistContext& dist) {
                  "  --config  the model, batch, sequence length, predictions and backend of a train config\n"
                  "            (e.g. benchmarks/bert/mini/cpu_2c.json); the other options override them\n"
                  "  --backend-options  fields of the config's \"backend\" block, e.g. attention=kernel,gelu=kernel\n"
-                 "            for cuda (implementations/backends/registry.h); --threads N is threads=N\n"
+                 "            for cuda (implementations/registry/registry.h); --threads N is threads=N\n"
                  "  --packed  MLPerf phase-2 shapes: --batch packed rows of 512 tokens, about 2 sequences of 254\n"
                  "            real tokens and 76 predictions per row (seqs_per_s counts sequences)\n"
                  "  --eager   no captured step (CUDA graph) even where the backend can capture\n"

@@ -1,10 +1,11 @@
 // The NCCL transport (transport.h) over GPU memory: the job's communicator (its unique id made by rank 0 and broadcast
 // over the context), the hierarchy's groups split from it (ncclCommSplit by the context's node numbering, so no
-// further ids travel), and one CUDA stream of its own that every collective runs on, in issue order.
+// further ids travel), and one GPU stream of its own (gpu/runtime.h) that every collective runs on, in issue order.
 //
 // Order through the backend's events, never on the host: before each collective the backend records an event that
-// the stream waits for; join() records one on the stream that the backend's queue waits for. A step captured as a
-// CUDA graph holds the collectives as a fork and a join of the backend's stream.
+// the stream waits for; join() records one on the stream that the backend's queue waits for. The backend's events
+// are the GPU runtime's (gpu::Event), which also name the device. A step captured as a CUDA graph holds the
+// collectives as a fork and a join of the backend's stream.
 //
 // Parts of any size: NCCL's reduce-scatter and all-gather want equal counts laid out rank by rank. Where the parts
 // are so laid out (a hierarchy's even split) they run in place; otherwise (the sharded update's parts, cut at the
@@ -17,22 +18,29 @@
 
 #if defined(BERTPERF_HAVE_NCCL)
 
-#include "comm/nccl_comm.h"
+#include "gpu/nccl_comm.h"
+#include "gpu/runtime.h"
 
 namespace bertperf {
 
 namespace {
 
+// One of the backend's events, as the GPU runtime's.
+std::unique_ptr<gpu::Event> gpu_event(Device& device) {
+  std::unique_ptr<Event> event = device.make_event();
+  BERT_CHECK(dynamic_cast<gpu::Event*>(event.get()) != nullptr,
+             "the NCCL transport needs a backend whose events are the GPU runtime's (gpu/runtime.h)");
+  return std::unique_ptr<gpu::Event>(static_cast<gpu::Event*>(event.release()));
+}
+
 class NcclTransport final : public Transport {
  public:
-  NcclTransport(Device& device, DistContext& dist, const TransportOptions& options, int cuda_device)
-      : device_(device), computed_(device.make_event()), reduced_(device.make_event()) {
-    BERT_CHECK(computed_->native() && reduced_->native(),
-               "the NCCL transport needs a backend whose events are CUDA events");
-    cuda::NcclId id{};
-    if (dist.rank() == 0) id = cuda::nccl_unique_id();
+  NcclTransport(Device& device, DistContext& dist, const TransportOptions& options)
+      : device_(device), computed_(gpu_event(device)), reduced_(gpu_event(device)) {
+    gpu::NcclId id{};
+    if (dist.rank() == 0) id = gpu::nccl_unique_id();
     dist.broadcast(id.data(), id.size());
-    comms_[0] = std::make_unique<cuda::NcclComm>(id, dist.size(), dist.rank(), cuda_device);
+    comms_[0] = std::make_unique<gpu::NcclComm>(id, dist.size(), dist.rank(), computed_->device());
     if (options.hierarchy) {
       check_uniform_nodes(dist.fewest_local(), dist.most_local());
       for (Group group : {Group::NODE, Group::CROSS}) {
@@ -40,7 +48,7 @@ class NcclTransport final : public Transport {
         comms_[static_cast<int>(group)] = comms_[0]->split(split.color, split.key);
       }
     }
-    stream_ = std::make_unique<cuda::CommStream>();  // on the device the communicator made current
+    stream_ = std::make_unique<gpu::Stream>();  // on the device the communicator made current
   }
 
   ~NcclTransport() override {
@@ -52,10 +60,10 @@ class NcclTransport final : public Transport {
     for (int g = 2; g >= 0; --g) comms_[g].reset();
   }
 
-  std::string name() const override { return "NCCL " + cuda::nccl_version(); }
+  std::string name() const override { return "NCCL " + gpu::nccl_version(); }
   std::string overlap() const override { return "on its own CUDA stream"; }
   std::vector<std::pair<std::string, std::string>> library_versions() const override {
-    return {{"NCCL", cuda::nccl_version()}};
+    return {{"NCCL", gpu::nccl_version()}};
   }
 
   int rank(Group group) const override { return comm(group).rank(); }
@@ -76,12 +84,12 @@ class NcclTransport final : public Transport {
     comm(group).broadcast_parts(data, parts, type, *stream_);
   }
   void join() override {
-    stream_->record(reduced_->native());
+    stream_->record(*reduced_);
     device_.wait(*reduced_);
   }
 
  private:
-  cuda::NcclComm& comm(Group group) const {
+  gpu::NcclComm& comm(Group group) const {
     const auto& c = comms_[static_cast<int>(group)];
     BERT_CHECK(c != nullptr, "the NCCL transport was made without the hierarchy's groups");
     return *c;
@@ -89,22 +97,21 @@ class NcclTransport final : public Transport {
   // The stream's work from now on waits for the backend's work issued so far.
   void after_backend() {
     device_.record(*computed_);
-    stream_->wait_for(computed_->native());
+    stream_->wait(*computed_);
   }
 
   Device& device_;
-  std::unique_ptr<Event> computed_, reduced_;
-  std::unique_ptr<cuda::NcclComm> comms_[3];  // by Group
-  std::unique_ptr<cuda::CommStream> stream_;
+  std::unique_ptr<gpu::Event> computed_, reduced_;
+  std::unique_ptr<gpu::NcclComm> comms_[3];  // by Group
+  std::unique_ptr<gpu::Stream> stream_;
 };
 
 }  // namespace
 
 bool nccl_built() { return true; }
 
-std::unique_ptr<Transport> make_nccl_transport(Device& device, DistContext& dist, const TransportOptions& options,
-                                               int cuda_device) {
-  return std::make_unique<NcclTransport>(device, dist, options, cuda_device);
+std::unique_ptr<Transport> make_nccl_transport(Device& device, DistContext& dist, const TransportOptions& options) {
+  return std::make_unique<NcclTransport>(device, dist, options);
 }
 
 }  // namespace bertperf
@@ -115,7 +122,7 @@ namespace bertperf {
 
 bool nccl_built() { return false; }
 
-std::unique_ptr<Transport> make_nccl_transport(Device&, DistContext&, const TransportOptions&, int) {
+std::unique_ptr<Transport> make_nccl_transport(Device&, DistContext&, const TransportOptions&) {
   throw InternalError("this build has no NCCL (it needs the CUDA toolkit, NCCL and MPI)");
 }
 

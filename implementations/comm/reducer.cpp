@@ -194,21 +194,24 @@ std::unique_ptr<GradReducer> make_mpi_reducer(Device* device, DistContext& dist,
 
 std::unique_ptr<GradReducer> make_nccl_reducer(Device& device, DistContext& dist, DType type,
                                                const ReductionOptions& options, size_t elements,
-                                               const std::vector<int64_t>& cuts, int cuda_device) {
-  return make_reducer(make_nccl_transport(device, dist, transport_options(options), cuda_device), type, options,
-                      elements, cuts);
+                                               const std::vector<int64_t>& cuts) {
+  return make_reducer(make_nccl_transport(device, dist, transport_options(options)), type, options, elements, cuts);
 }
 
 std::unique_ptr<GradReducer> make_grad_reducer(Device& device, DType type, DistContext& dist,
                                                const ReductionOptions& options, size_t elements,
                                                const std::vector<int64_t>& cuts) {
   if (dist.size() == 1) return std::make_unique<IdentityReducer>();
-  // Host memory (the CPU backends'), MPI reads directly; GPU memory, NCCL.
-  if (device.capabilities().host_memory) return make_mpi_reducer(&device, dist, type, options, elements, cuts);
-  if (!nccl_built())
-    throw InternalError(cat("reducing gradients in GPU memory across ", dist.size(),
-                            " ranks needs the NCCL transport, and this build has no NCCL"));
-  return make_nccl_reducer(device, dist, type, options, elements, cuts);
+  // The transport the backend declares for its memory: MPI for host memory (the CPU backends'), NCCL for a GPU's.
+  switch (device.capabilities().collectives) {
+    case Collectives::MPI: return make_mpi_reducer(&device, dist, type, options, elements, cuts);
+    case Collectives::NCCL:
+      if (!nccl_built())
+        throw InternalError(cat("reducing gradients in GPU memory across ", dist.size(),
+                                " ranks needs the NCCL transport, and this build has no NCCL"));
+      return make_nccl_reducer(device, dist, type, options, elements, cuts);
+  }
+  throw InternalError("a backend declares no collective transport");
 }
 
 std::unique_ptr<GradReducer> make_grad_reducer(Device& device, DType type, DistContext& dist) {

@@ -2,7 +2,7 @@
 // step (harness/train_step.h) tells a reducer which ranges of the flat gradient buffer are final as the backward
 // produces them (ready), so a reducer can start on them while the backward goes on, then waits for the whole sum
 // (finish). A reducer works on backend memory through a transport (transport.h): MPI where the backend's memory is
-// host memory, NCCL where it is a GPU's (Capabilities::host_memory). It is ordered with the backend's work through
+// host memory, NCCL where it is a GPU's (the backend says which: Capabilities::collectives). It is ordered with the backend's work through
 // the backend's events: ready() may come before the backward's ops that write the range have run (an asynchronous
 // backend), and finish() leaves work the backend issues later ordered after the sum.
 //
@@ -91,10 +91,10 @@ std::unique_ptr<GradReducer> make_reducer(std::unique_ptr<Transport> transport, 
 std::unique_ptr<GradReducer> make_mpi_reducer(Device* device, DistContext& dist, DType type,
                                               const ReductionOptions& options = {}, size_t elements = 0,
                                               const std::vector<int64_t>& cuts = {});
-// The policy over NCCL on `device`'s memory of `type` (F32, BF16 or F64) on CUDA device `cuda_device` (-1: the
-// current one), also on a world of one. InternalError where NCCL is not built (nccl_built()).
+// The policy over NCCL on `device`'s memory of `type` (F32, BF16 or F64), on the device its events name, also on a
+// world of one. InternalError where NCCL is not built (nccl_built()).
 std::unique_ptr<GradReducer> make_nccl_reducer(Device& device, DistContext& dist, DType type,
                                                const ReductionOptions& options, size_t elements,
-                                               const std::vector<int64_t>& cuts, int cuda_device = -1);
+                                               const std::vector<int64_t>& cuts);
 
 }  // namespace bertperf

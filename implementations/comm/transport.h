@@ -2,8 +2,9 @@
 // from the backward's ready hook, sharded LAMB, hierarchical reduction; reducer.cpp) is written once over this
 // interface; a transport says how a collective moves memory of one kind:
 //   MPI   host memory (mpi_transport.cpp): the CPU backends', whose device memory is host memory;
-//   NCCL  GPU memory (nccl_transport.cpp, nccl_comm.h), on its own CUDA stream.
-// make_grad_reducer picks one by where the backend's memory is (Capabilities::host_memory), never by its name.
+//   NCCL  GPU memory (nccl_transport.cpp, gpu/nccl_comm.h), on its own GPU stream.
+// make_grad_reducer takes the one the backend declares for its memory (Capabilities::collectives), never guessing
+// from its name or its memory.
 //
 // Order. A transport is ordered with the backend whose memory it moves. Collectives are issued in the same order on
 // every rank and run in issue order; each runs after the backend's work issued before it (an asynchronous backend
@@ -27,15 +28,9 @@
 
 #include "backends/device.h"
 #include "comm/context.h"
+#include "core/tensor_table.h"
 
 namespace bertperf {
-
-// An element range [begin, end) of a flat buffer.
-struct FlatRange {
-  size_t begin = 0, end = 0;
-  size_t size() const { return end - begin; }
-  bool operator==(const FlatRange&) const = default;
-};
 
 // `ranks` consecutive parts of [0, elements) that together cover it, cut only at `cuts` (sorted element offsets,
 // the optimizer's chunk starts), each as near elements / ranks as the cuts allow. A part may be empty.
@@ -108,11 +103,10 @@ struct TransportOptions {
 // MPI over host memory written by `device`'s work (null: plain host memory, final whenever a collective is issued).
 // InternalError in a build without MPI or on a context that is not MPI's.
 std::unique_ptr<Transport> make_mpi_transport(Device* device, DistContext& dist, const TransportOptions& options);
-// NCCL over `device`'s GPU memory on CUDA device `cuda_device` (-1: the current one, which the backend set), its
-// communicators' unique ids broadcast over the context. InternalError where NCCL is not built (nccl_built()) or the
-// device's events are not CUDA events.
-std::unique_ptr<Transport> make_nccl_transport(Device& device, DistContext& dist, const TransportOptions& options,
-                                               int cuda_device = -1);
+// NCCL over `device`'s GPU memory, on the device its events name, its communicators' unique ids broadcast over the
+// context. InternalError where NCCL is not built (nccl_built()) or the device's events are not the GPU runtime's
+// (gpu/runtime.h).
+std::unique_ptr<Transport> make_nccl_transport(Device& device, DistContext& dist, const TransportOptions& options);
 bool nccl_built();
 
 }  // namespace bertperf

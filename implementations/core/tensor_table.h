@@ -15,6 +15,13 @@
 
 namespace bertperf {
 
+// An element range [begin, end) of a flat buffer.
+struct FlatRange {
+  size_t begin = 0, end = 0;
+  size_t size() const { return end - begin; }
+  bool operator==(const FlatRange&) const = default;
+};
+
 struct TensorInfo {
   std::string name;            // TF variable name, e.g. "bert/encoder/layer_0/attention/self/query/kernel"
   size_t offset = 0;           // in elements from the start of the flat buffer

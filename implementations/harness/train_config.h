@@ -19,7 +19,7 @@
 //                  options, e.g. CPU "threads" (backends/cpu/cpu_options.h), cpu-bf16 "gemm": "auto" | "onednn" |
 //                  "emulated" and "isa": "avx512_bf16" | "amx" (backends/cpu/cpu_bf16_options.h), cpu-async
 //                  "delay_us" (backends/cpu/cpu_async_options.h) or CUDA "device", "attention"
-//                  (backends/cuda/cuda_options.h); backends/registry.h } (optional: cpu, all threads),
+//                  (backends/cuda/cuda_options.h); registry/registry.h } (optional: cpu, all threads),
 //     "distributed": { "clip": "per_micro_batch" (the reference's, default) | "after_reduction",
 //                      "balanced_batches": bool (optional, default false: each rank reads its own shards; true:
 //                      every step's global batch is dealt out by real tokens, data/reader.h),
@@ -42,10 +42,10 @@
 #include <string>
 #include <vector>
 
-#include "backends/registry.h"
 #include "comm/reducer.h"
 #include "model/bert_config.h"
 #include "optim/hyperparams.h"
+#include "registry/registry.h"
 
 namespace bertperf {
 

@@ -9,7 +9,6 @@
 #include <memory>
 #include <string>
 
-#include "backends/registry.h"
 #include "comm/context.h"
 #include "comm/reducer.h"
 #include "harness/train_config.h"
@@ -17,6 +16,7 @@
 #include "model/bert.h"
 #include "model/param_buffers.h"
 #include "optim/lamb.h"
+#include "registry/registry.h"
 
 namespace bertperf {
 

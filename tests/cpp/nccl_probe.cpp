@@ -13,11 +13,11 @@
 #include <memory>
 #include <vector>
 
-#include "backends/registry.h"
 #include "comm/context.h"
 #include "comm/reducer.h"
 #include "core/errors.h"
 #include "reducer_checks.h"
+#include "registry/registry.h"
 
 using namespace bertperf;
 using namespace bertperf::testing;

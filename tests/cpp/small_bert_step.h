@@ -10,9 +10,9 @@
 #include <random>
 #include <string>
 
-#include "backends/registry.h"
 #include "data/batch_source.h"
 #include "harness/train_stack.h"
+#include "registry/registry.h"
 #include "tiny_bert.h"
 
 namespace bertperf {

@@ -1,5 +1,5 @@
 // The backend-conformance test: every op of the vocabulary (backends/ops.h), on every backend of the registry
-// (backends/registry.h) that this build can run here (available_backends(); the others are reported as skipped),
+// (registry/registry.h) that this build can run here (available_backends(); the others are reported as skipped),
 // against the CPU backend in fp64 as the
 // oracle, on random shapes from small to BERT-base sizes, including variable-length layouts (several sequences per
 // batch, lengths 1 to S, filler tokens past the last sequence). A backend that is not here is reported as skipped.
@@ -17,7 +17,9 @@
 // naively at its precision: the CPU's fp32 ops run on inputs rounded to bf16 wherever the backend keeps bf16, with
 // those outputs rounded to bf16 as well (naive_bf16 below). A device backend whose dtypes a host backend shares (CUDA
 // and cpu-bf16, which round where ops.h's rounding table says) must also be at least as close to that twin as to the
-// oracle, except in the cases its options take off the table (Case::cuda_off_table, each named in the output).
+// oracle, except in the cases the backend declares its options take off the table (BackendEntry::off_table, each
+// named in the output). Each backend runs under the ctest label it declares, with the option sets it declares
+// besides its defaults (BackendInfo::test_label, test_variants): this file names no backend but the CPU oracle.
 //
 // Every backend runs each case twice and must give the same bits both times, except for the ops it declares
 // non-deterministic (Capabilities::nondeterministic; the CUDA attention backward off Hopper).
@@ -40,18 +42,18 @@
 #include <functional>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "backends/backend.h"
 #include "backends/cpu/cpu_backend.h"
-#include "backends/cuda/cuda_options.h"
-#include "backends/registry.h"
 #include "backends/kernel_math.h"
 #include "backends/ops.h"
 #include "core/errors.h"
 #include "flat_problem.h"
+#include "registry/registry.h"
 
 namespace bertperf {
 namespace {
@@ -115,9 +117,9 @@ struct Case {
   // Runs the case's ops on a backend, given the backend pointer of every tensor.
   std::function<void(Backend&, const std::vector<void*>&)> run = {};
   double rtol = 1e-5;  // fp32 backends: per element, relative to the tensor's largest value
-  // Why the CUDA backend with these options rounds off ops.h's rounding table in this case (empty, or no function:
-  // it follows the table, so it must be closer to its twin cpu-bf16 than to the fp64 oracle).
-  std::function<std::string(const CudaOptions&)> cuda_off_table = {};
+  // The op and shape a backend's exceptions to ops.h's rounding table are decided by (BackendEntry::off_table); none:
+  // every backend follows the table here, so a device backend must be closer to its host twin than to the oracle.
+  std::optional<CaseShape> rounding = {};
 
   int add(Tensor t) {
     tensors.push_back(std::move(t));
@@ -417,17 +419,6 @@ std::vector<LinearShape> linear_shapes() {
   };
 }
 
-// The CUDA backend follows the table's GELU (from the fp32 sum, cuBLASLt's epilogues) only where cuBLASLt's
-// epilogue runs: one group, a leading dimension a multiple of 8, and its option "gelu" at "epilogue". Elsewhere its own
-// kernel applies GELU (or its derivative) to the bf16-rounded pre-activation (or product).
-std::function<std::string(const CudaOptions&)> cuda_gelu_off_table(bool epilogue_fits) {
-  return [epilogue_fits](const CudaOptions& o) -> std::string {
-    if (o.gelu == GeluImpl::KERNEL) return "\"gelu\": \"kernel\" applies GELU to the rounded product";
-    if (!epilogue_fits) return "cuBLASLt's GELU epilogues need one group and ld % 8 == 0; the kernel rounds first";
-    return "";
-  };
-}
-
 Case linear_forward_case(Gen& g, const LinearShape& s) {
   Case c{"linear_forward", describe(s)};
   const size_t ws = static_cast<size_t>(s.I) * s.O, bs = s.O;
@@ -437,7 +428,7 @@ Case linear_forward_case(Gen& g, const LinearShape& s) {
   const double w_scale = 1.0 / std::sqrt(double(s.I));
   const int w = c.in("weight", Kind::W, g.uniform(ws * s.groups, -w_scale, w_scale));
   const int b = s.bias ? c.in("bias", Kind::W, g.uniform(bs * s.groups)) : -1;
-  if (s.act == Activation::GELU) c.cuda_off_table = cuda_gelu_off_table(s.groups == 1 && s.ldo % 8 == 0);
+  c.rounding = CaseShape{ops::Op::LINEAR_FORWARD, s.act, s.groups, s.ldo};
   c.run = [=](Backend& be, const std::vector<void*>& t) {
     be.linear_forward({t[out], pre >= 0 ? t[pre] : nullptr, t[inp], t[w], b >= 0 ? t[b] : nullptr, s.N, s.I, s.O,
                        s.groups, ws, bs, s.ldo, s.layout, s.act});
@@ -460,7 +451,7 @@ Case linear_backward_case(Gen& g, const LinearShape& s, bool accumulate_dinp, Ac
                         : -1;
   const int dab = dinp_act != Activation::NONE ? c.inout("dinp_act_dbias", Kind::F, g.uniform(s.I, -0.5, 0.5)) : -1;
   c.rtol = 2e-5;
-  if (dinp_act == Activation::GELU) c.cuda_off_table = cuda_gelu_off_table(s.groups == 1 && s.I % 8 == 0);
+  c.rounding = CaseShape{ops::Op::LINEAR_BACKWARD, dinp_act, s.groups, s.I};
   c.run = [=](Backend& be, const std::vector<void*>& t) {
     ops::LinearBackward p{t[dinp], t[dw], db >= 0 ? t[db] : nullptr, t[dout], t[inp], t[w], s.N, s.I, s.O,
                           s.groups, ws, bs, s.ldo, s.layout, accumulate_dinp};
@@ -595,11 +586,7 @@ Case attention_case(Gen& g, const AttentionShape& s, float p, bool backward, con
     dctx = c.in("dctx", Kind::A, g.uniform(static_cast<size_t>(N) * H));
   }
   c.rtol = 2e-5;
-  c.cuda_off_table = [](const CudaOptions& o) -> std::string {
-    if (o.attention != AttentionImpl::KERNEL) return "";
-    return "\"attention\": \"kernel\" keeps the probabilities and dS in fp32 (the table rounds them, as cuDNN's "
-           "fused kernel)";
-  };
+  c.rounding = CaseShape{backward ? ops::Op::ATTENTION_BACKWARD : ops::Op::ATTENTION_FORWARD};
   const int sequences = l.sequences();
   c.run = [=](Backend& be, const std::vector<void*>& t) {
     const ops::Dropout d = dropout_at(t, counter, p, 9);
@@ -792,7 +779,7 @@ Case lamb_case(Gen& g, const FlatProblem& f, bool grad_scale, bool sharded, bool
 
 // ---- the test, once per backend ----------------------------------------------------------------------------
 
-// A test parameter: a backend name, with its options after a colon ("cuda:attention=kernel,gelu=kernel").
+// A test parameter: a backend name, with its options after a colon ("cpu-bf16:gemm=emulated,threads=2").
 BackendSpec spec_of(const std::string& param) {
   const size_t colon = param.find(':');
   std::vector<std::string> options;
@@ -811,34 +798,31 @@ class BackendOps : public testing::TestWithParam<std::string> {
     if (std::find(here.begin(), here.end(), spec_of(GetParam()).name) == here.end())
       GTEST_SKIP() << "backend '" << GetParam() << "' is not available here (this build has no such backend, or "
                    << "there is no device for it)";
-    const BackendSpec spec = spec_of(GetParam());
+    spec_ = spec_of(GetParam());
+    const BackendSpec& spec = spec_;
     backend_ = make_backend(spec);
     oracle_ = make_cpu_backend(DType::F64, 0);
     cpu_fp32_ = make_cpu_backend(DType::F32, 0);
-    // A device backend's twin: the host backend with its dtypes (cpu-bf16 for cuda), built like any other.
+    // A device backend's twin: the host backend with its dtypes (cpu-bf16 for a bf16 GPU), built like any other.
     const BackendInfo& info = backend_info(spec.name, spec.where);
     if (!info.host_memory) {
       for (const BackendInfo& b : backend_infos())
         if (b.host_memory && b.built && b.act == info.act && b.weight == info.weight && b.master == info.master)
           twin_ = make_backend(backend_spec(b.name));
     }
-    if (spec.name == "cuda") {
-      JsonFields fields(spec.options, spec.where);
-      cuda_options_ = CudaOptions::read(fields);
-    }
   }
   // Runs the case against the oracle (dropout off for an op the backend draws its own masks for), and a device
   // backend against its host twin too, where its options keep it on ops.h's rounding table.
   void check(const Case& c) {
-    const std::string off_table = twin_ && c.cuda_off_table ? c.cuda_off_table(cuda_options_) : "";
-    expect_conformance(*backend_, *oracle_, *cpu_fp32_, c, twin_.get(), off_table);
+    const std::string off = twin_ && c.rounding ? off_table(spec_, *c.rounding) : "";
+    expect_conformance(*backend_, *oracle_, *cpu_fp32_, c, twin_.get(), off);
   }
   float dropout_for(const std::string& op, float p) const {
     return ops_of(op).intersects(backend_->capabilities().own_dropout_masks) ? 0.0f : p;
   }
 
+  BackendSpec spec_;
   std::unique_ptr<Backend> backend_, oracle_, cpu_fp32_, twin_;
-  CudaOptions cuda_options_;  // the CUDA backend's, for the cases it rounds off the table
 };
 
 TEST_P(BackendOps, Memory) {
@@ -1237,19 +1221,24 @@ TEST_P(BackendOps, AttentionBackwardWithDropout) {
   }
 }
 
-// Where "cuda" cannot run (no CUDA in this build, or no device), asking for it is one clear line naming it.
-TEST(CudaBackendChoice, WithoutADeviceIsOneInputErrorLine) {
+// Where a backend cannot run (not in this build, or no device for it), asking for it is one clear line naming it.
+TEST(BackendChoice, OneThatCannotRunHereIsOneInputErrorLine) {
   const std::vector<std::string> here = available_backends();
-  if (std::find(here.begin(), here.end(), "cuda") != here.end())
-    GTEST_SKIP() << "a CUDA device is here, so the no-device path cannot be taken";
-  try {
-    make_backend(backend_spec("cuda"));
-    FAIL() << "make_backend(\"cuda\") returned a backend with no device";
-  } catch (const InputError& e) {
-    const std::string what = e.what();
-    EXPECT_NE(what.find("cuda"), std::string::npos) << what;
-    EXPECT_EQ(what.find('\n'), std::string::npos) << what;
+  int checked = 0;
+  for (const BackendInfo& b : backend_infos()) {
+    if (b.oracle || std::find(here.begin(), here.end(), b.name) != here.end()) continue;
+    SCOPED_TRACE(b.name);
+    try {
+      make_backend(backend_spec(b.name));
+      ADD_FAILURE() << "make_backend(\"" << b.name << "\") returned a backend that cannot run here";
+    } catch (const InputError& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find(b.name), std::string::npos) << what;
+      EXPECT_EQ(what.find('\n'), std::string::npos) << what;
+    }
+    ++checked;
   }
+  if (checked == 0) GTEST_SKIP() << "every backend can run here, so the cannot-run path cannot be taken";
 }
 
 // The naive bf16 reference that a bf16 backend is held to, checked here so that it is right before one is: its
@@ -1333,28 +1322,32 @@ TEST(BackendOpsCoverage, EveryOpHasItsConformanceTest) {
   }
 }
 
-// Every backend of the registry but the oracle, whether this build or machine can run it or not (then: skipped),
-// cpu-async once more over cpu-bf16 (an asynchronous backend with bf16 memory, as the CUDA backend, on the CPU; its
-// random delays make a read of a download that does not wait for it show there), and the CUDA backend once more with its own attention
-// kernel in place of cuDNN's, and with cuDNN's forced (the device check runs that one where the installed cuDNN is
-// older than automatic mode accepts).
-std::vector<std::string> conformance_backends() {
+// Every backend of the registry but the oracle that declares the ctest label `label`, whether this build or machine
+// can run it or not (then: skipped), with its defaults and once more with each option set it declares.
+std::vector<std::string> conformance_backends(const std::string& label) {
   std::vector<std::string> names;
-  for (const BackendInfo& b : backend_infos())
-    if (!b.oracle) names.push_back(b.name);
-  names.push_back("cpu-async:bf16=true,delay_us=50");
-  names.push_back("cuda:attention=kernel");
-  names.push_back("cuda:attention=cudnn");
+  for (const BackendInfo& b : backend_infos()) {
+    if (b.oracle || b.test_label != label) continue;
+    names.push_back(b.name);
+    for (const std::vector<std::string>& variant : b.test_variants) {
+      std::string param = b.name;
+      for (size_t i = 0; i < variant.size(); ++i) param += (i == 0 ? ":" : ",") + variant[i];
+      names.push_back(param);
+    }
+  }
   return names;
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, BackendOps, testing::ValuesIn(conformance_backends()),
-                         [](const testing::TestParamInfo<std::string>& info) {
-                           std::string name = info.param;
-                           for (char& ch : name)  // test names are letters, digits and '_'
-                             if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
-                           return name;
-                         });
+std::string test_name(const testing::TestParamInfo<std::string>& info) {
+  std::string name = info.param;
+  for (char& ch : name)  // test names are letters, digits and '_'
+    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+  return name;
+}
+
+// One instantiation per label, named for it: CMake files GpuBackends/* under ctest's label gpu.
+INSTANTIATE_TEST_SUITE_P(Backends, BackendOps, testing::ValuesIn(conformance_backends("cpu")), test_name);
+INSTANTIATE_TEST_SUITE_P(GpuBackends, BackendOps, testing::ValuesIn(conformance_backends("gpu")), test_name);
 
 }  // namespace
 }  // namespace bertperf

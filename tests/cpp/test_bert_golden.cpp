@@ -6,10 +6,10 @@
 
 #include <cmath>
 
-#include "backends/registry.h"
 #include "core/hdf5.h"
 #include "harness/train_stack.h"
 #include "optim/lr_schedule.h"
+#include "registry/registry.h"
 #include "staged_steps.h"
 
 namespace bertperf {

@@ -18,9 +18,9 @@
 #include <vector>
 
 #include "backends/backend.h"
-#include "backends/registry.h"
 #include "core/errors.h"
 #include "flat_problem.h"
+#include "registry/registry.h"
 
 namespace bertperf {
 namespace {

@@ -11,6 +11,9 @@
 
 #include "backends/cuda/cuda_capabilities.h"
 #include "backends/ops.h"
+#include "core/json_fields.h"
+#include "registry/registry.h"
+#include "reproducible.h"
 
 namespace bertperf::cuda {
 namespace {
@@ -84,6 +87,31 @@ TEST(CudaCapabilities, DeterministicDeclaresEveryOpReproducible) {
       EXPECT_TRUE(d.capabilities.nondeterministic.empty()) << "sm " << sm << ", attention " << name(a);
       EXPECT_EQ(d.attention == KERNEL, a == KERNEL || sm != 90) << "sm " << sm << ", attention " << name(a);
     }
+}
+
+
+// The step tests' rule, without a GPU: the CUDA backend's declarations per architecture (cuda_capabilities.h) give
+// no option on Hopper, "deterministic" on Ampere, and under it nothing non-deterministic.
+TEST(StepDeterminism, TheBitIdentityRunsTakeExactlyTheDeterminismDeclared) {
+  EXPECT_TRUE(testing::reproducible_options(Capabilities{}).empty());
+  for (int sm : {80, 86, 90, 100}) {
+    SCOPED_TRACE("sm " + std::to_string(sm));
+    CudaOptions options;
+    const Capabilities declared = cuda_declared(options, sm).capabilities;
+    const std::vector<std::string> extra = testing::reproducible_options(declared);
+    EXPECT_EQ(extra.empty(), sm == 90);
+    for (const std::string& o : extra) {
+      ASSERT_EQ(o, "deterministic=true");
+      options.deterministic = true;
+    }
+    EXPECT_TRUE(cuda_declared(options, sm).capabilities.nondeterministic.empty());
+    // The option is one the backend's registry entry reads.
+    if (!extra.empty()) {
+      const BackendSpec spec = backend_spec("cuda", extra);
+      JsonFields fields(spec.options, "test");
+      EXPECT_TRUE(CudaOptions::read(fields).deterministic);
+    }
+  }
 }
 
 }  // namespace

@@ -23,11 +23,10 @@
 #include <string>
 #include <vector>
 
-#include "backends/cuda/cuda_capabilities.h"
-#include "backends/registry.h"
-#include "core/json_fields.h"
 #include "gradient_agreement.h"
+#include "reproducible.h"
 #include "harness/train_session.h"
+#include "registry/registry.h"
 #include "small_bert_step.h"
 #include "staged_steps.h"
 #include "synthetic_data.h"
@@ -45,37 +44,6 @@ BackendSpec spec_of(const std::string& name, std::vector<std::string> options = 
     options.push_back("delay_seed=11");
   }
   return backend_spec(name, options);
-}
-
-// The options under which a backend that declares `caps` is to give the same bits on every run: none where it
-// declares every op deterministic; its "deterministic" option where it declares some op not.
-std::vector<std::string> reproducible_options(const Capabilities& caps) {
-  if (caps.nondeterministic.empty()) return {};
-  return {"deterministic=true"};
-}
-
-// The step tests' rule, without a GPU: the CUDA backend's declarations per architecture (cuda_capabilities.h) give
-// no option on Hopper, "deterministic" on Ampere, and under it nothing non-deterministic.
-TEST(StepDeterminism, TheBitIdentityRunsTakeExactlyTheDeterminismDeclared) {
-  EXPECT_TRUE(reproducible_options(Capabilities{}).empty());
-  for (int sm : {80, 86, 90, 100}) {
-    SCOPED_TRACE(cat("sm ", sm));
-    CudaOptions options;
-    const Capabilities declared = cuda::cuda_declared(options, sm).capabilities;
-    const std::vector<std::string> extra = reproducible_options(declared);
-    EXPECT_EQ(extra.empty(), sm == 90);
-    for (const std::string& o : extra) {
-      ASSERT_EQ(o, "deterministic=true");
-      options.deterministic = true;
-    }
-    EXPECT_TRUE(cuda::cuda_declared(options, sm).capabilities.nondeterministic.empty());
-    // The option is one the backend's registry entry reads.
-    if (!extra.empty()) {
-      const BackendSpec spec = backend_spec("cuda", extra);
-      JsonFields fields(spec.options, "test");
-      EXPECT_TRUE(CudaOptions::read(fields).deterministic);
-    }
-  }
 }
 
 class GpuStep : public ::testing::TestWithParam<std::string> {
@@ -100,7 +68,7 @@ class GpuStep : public ::testing::TestWithParam<std::string> {
     return spec_of(GetParam(), options);
   }
   // Packed rows per training batch: 8 on a GPU, 2 on the CPU (the same layouts, a quarter of the time).
-  int rows() const { return GetParam() == "cuda" ? 8 : 2; }
+  int rows() const { return backend_info(GetParam(), "test").test_label == "gpu" ? 8 : 2; }
 };
 
 TEST_P(GpuStep, ForwardBackwardMatchesTheCpuBackend) {
@@ -207,10 +175,19 @@ TEST_P(GpuStep, EvalOverDistinctBatchesEqualsTheEvalWithBlockingUploads) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, GpuStep, ::testing::Values("cuda", "cpu-async"),
-                         [](const ::testing::TestParamInfo<std::string>& info) {
-                           return info.param == "cpu-async" ? std::string("cpu_async") : info.param;
-                         });
+// Every backend that declares the ctest label gpu, named for it (CMakeLists.txt files GpuBackends/* under gpu), as
+// the conformance test's instances; and cpu-async, the CPU backend with a GPU's asynchrony.
+std::vector<std::string> gpu_backends() {
+  std::vector<std::string> names;
+  for (const BackendInfo& b : backend_infos())
+    if (b.test_label == "gpu") names.push_back(b.name);
+  return names;
+}
+
+INSTANTIATE_TEST_SUITE_P(GpuBackends, GpuStep, ::testing::ValuesIn(gpu_backends()),
+                         [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
+INSTANTIATE_TEST_SUITE_P(Backends, GpuStep, ::testing::Values("cpu-async"),
+                         [](const ::testing::TestParamInfo<std::string>&) { return std::string("cpu_async"); });
 
 }  // namespace
 }  // namespace bertperf

@@ -9,9 +9,9 @@
 #include <random>
 #include <regex>
 
-#include "backends/registry.h"
 #include "optim/lamb.h"
 #include "optim/lr_schedule.h"
+#include "registry/registry.h"
 
 namespace bertperf {
 namespace {

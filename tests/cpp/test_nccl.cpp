@@ -14,13 +14,13 @@
 #include <string>
 #include <vector>
 
-#include "backends/registry.h"
 #include "comm/transport.h"
 #include "core/errors.h"
+#include "registry/registry.h"
 #include "temp_dir.h"
 
 #ifdef BERTPERF_HAVE_NCCL
-#include "comm/nccl_comm.h"
+#include "gpu/runtime.h"
 #endif
 
 using namespace bertperf;
@@ -45,7 +45,7 @@ TEST(NcclTransport, EveryReductionMatchesTheSumsOnTheGpu) {
   if (std::find(here.begin(), here.end(), "cuda") == here.end())
     GTEST_SKIP() << "skipped: no CUDA backend here (this build has none, or no GPU is visible); the NCCL smoke test "
                     "needs a GPU";
-  const int gpus = cuda::cuda_device_count();
+  const int gpus = gpu::device_count();
   const bool several = gpus >= 2 && std::system("command -v mpirun >/dev/null 2>&1") == 0;
   const int ranks = several ? 2 : 1;
   TempDir dir("bertperf_nccl");

@@ -1,4 +1,4 @@
-// The backend registry (backends/registry.h): a config's "backend" block is read strictly by the backend it names,
+// The backend registry (registry/registry.h): a config's "backend" block is read strictly by the backend it names,
 // on any machine (a GPU config is checked where there is no GPU), and what the harness asks of a backend without
 // building one (dtypes, where its memory lives) matches the backend once built.
 #include <gtest/gtest.h>
@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "backends/registry.h"
 #include "core/errors.h"
+#include "registry/registry.h"
 
 namespace bertperf {
 namespace {
@@ -49,7 +49,7 @@ TEST(BackendRegistry, ReadsEachBackendsOwnOptions) {
 TEST(BackendRegistry, BadBlocksAreOneLineNamingTheFieldAndTheFile) {
   const auto parse = [](const char* text) { return parse_backend_spec(Json::parse(text), "c.json: backend"); };
   const std::string unknown_backend = input_error([&] { parse(R"({"name": "tpu"})"); });
-  EXPECT_NE(unknown_backend.find("c.json: backend: unknown backend 'tpu' (cpu, cpu-f64, cpu-bf16, cuda"), std::string::npos)
+  EXPECT_NE(unknown_backend.find("c.json: backend: unknown backend 'tpu' (cpu, cpu-f64, cpu-bf16, cpu-async, cuda"), std::string::npos)
       << unknown_backend;
   const std::string bad_value = input_error([&] { parse(R"({"name": "cuda", "attention": "flash"})"); });
   EXPECT_NE(bad_value.find("c.json: backend: field 'attention' must be"), std::string::npos) << bad_value;

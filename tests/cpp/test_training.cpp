@@ -22,12 +22,12 @@
 #include <new>
 #include <sstream>
 
-#include "backends/registry.h"
 #include "harness/reader_plan.h"
 #include "harness/train_config.h"
 #include "harness/train_session.h"
 #include "harness/train_stack.h"
 #include "model/checkpoint.h"
+#include "registry/registry.h"
 #include "staged_steps.h"
 #include "synthetic_data.h"
 

@@ -27,19 +27,6 @@ namespace bertperf {
 
 namespace {
 
-// A CUDA event, made without timing (the cheapest kind, and the only kind a graph may record).
-class CudaEvent final : public Event {
- public:
-  CudaEvent() { CUDA_CHECK(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming)); }
-  ~CudaEvent() override { cudaEventDestroy(event_); }
-  void* native() override { return event_; }
-
- private:
-  cudaEvent_t event_ = nullptr;
-};
-
-cudaEvent_t cuda_event(Event& e) { return static_cast<cudaEvent_t>(e.native()); }
-
 // "13.0" from 13000 (the driver's and the runtime's CUDA: major * 1000 + minor * 10).
 std::string cuda_version(int v) { return cat(v / 1000, ".", v % 1000 / 10); }
 
@@ -47,13 +34,13 @@ class CudaBackend final : public Backend {
  public:
   CudaBackend(const CudaOptions& options, int local_rank) : options_(options) {
     int device = options.device;
-    const int count = cuda_device_count();
+    const int count = gpu::device_count();
     if (count == 0) throw_input("backend", "cuda: there is no CUDA device here");
     if (device < 0) device = local_rank % count;
     if (device >= count)
       throw_input("backend", cat("cuda: device ", device, " does not exist (", count, " devices here)"));
     ctx_.device = device;
-    CUDA_CHECK(cudaSetDevice(device));
+    gpu::set_device(device);
     cudaDeviceProp prop{};
     CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
     ctx_.sm = prop.major * 10 + prop.minor;
@@ -61,7 +48,8 @@ class CudaBackend final : public Backend {
                device, " (", prop.name, ") has ", prop.major, ".", prop.minor);
     device_name_ = prop.name;
     memory_gib_ = static_cast<double>(prop.totalGlobalMem) / (1024.0 * 1024.0 * 1024.0);
-    CUDA_CHECK(cudaStreamCreateWithFlags(&ctx_.stream, cudaStreamNonBlocking));
+    stream_ = std::make_unique<gpu::Stream>();
+    ctx_.stream = gpu::native(*stream_);
     CUBLAS_CHECK(cublasLtCreate(&ctx_.lt));
     CUDNN_CHECK(cudnnCreate(&ctx_.cudnn));
     CUDNN_CHECK(cudnnSetStream(ctx_.cudnn, ctx_.stream));
@@ -83,7 +71,7 @@ class CudaBackend final : public Backend {
     scratch_ = nullptr;
     if (ctx_.cudnn) cudnnDestroy(ctx_.cudnn);
     if (ctx_.lt) cublasLtDestroy(ctx_.lt);
-    if (ctx_.stream) cudaStreamDestroy(ctx_.stream);
+    stream_ = nullptr;
   }
 
   std::string name() const override { return "cuda"; }
@@ -189,12 +177,12 @@ class CudaBackend final : public Backend {
     count_host_wait();
     CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));
   }
-  std::unique_ptr<Event> make_event() override { return std::make_unique<CudaEvent>(); }
-  void record(Event& e) override { CUDA_CHECK(cudaEventRecord(cuda_event(e), ctx_.stream)); }
-  void wait(Event& e) override { CUDA_CHECK(cudaStreamWaitEvent(ctx_.stream, cuda_event(e), 0)); }
+  std::unique_ptr<Event> make_event() override { return std::make_unique<gpu::Event>(); }
+  void record(Event& e) override { CUDA_CHECK(cudaEventRecord(gpu::native(e), ctx_.stream)); }
+  void wait(Event& e) override { CUDA_CHECK(cudaStreamWaitEvent(ctx_.stream, gpu::native(e), 0)); }
   void host_wait(Event& e) override {
     count_host_wait();
-    CUDA_CHECK(cudaEventSynchronize(cuda_event(e)));
+    CUDA_CHECK(cudaEventSynchronize(gpu::native(e)));
   }
   std::unique_ptr<CapturedOps> capture(const std::function<void()>& issue) override {
     return cuda::capture_graph(ctx_, issue);
@@ -248,6 +236,7 @@ class CudaBackend final : public Backend {
 
   CudaOptions options_;
   Capabilities caps_;
+  std::unique_ptr<gpu::Stream> stream_;  // ctx_.stream
   cuda::CudaContext ctx_;
   std::string device_name_;
   double memory_gib_ = 0;
@@ -263,13 +252,6 @@ std::unique_ptr<Backend> make_cuda_backend(const CudaOptions& options, int local
   return std::make_unique<CudaBackend>(options, local_rank);
 }
 
-int cuda_device_count() {
-  int count = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess) {
-    cudaGetLastError();  // clear it: no driver or no device is not an error here
-    return 0;
-  }
-  return count;
-}
+int cuda_device_count() { return gpu::device_count(); }
 
 }  // namespace bertperf

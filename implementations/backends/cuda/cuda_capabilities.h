@@ -27,6 +27,7 @@ inline CudaDeclared cuda_declared(const CudaOptions& options, int sm) {
   c.asynchronous = true;
   c.capture = true;
   c.host_memory = false;
+  c.collectives = Collectives::NCCL;
   // cuDNN's fused attention draws its own dropout masks, and its backward is deterministic only where
   // cudnn_attention_deterministic says; the kernel is deterministic everywhere and draws ops.h's masks. AUTO may run
   // a shape on either, so it declares what cuDNN's would need.

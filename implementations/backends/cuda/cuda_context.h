@@ -1,16 +1,17 @@
 // What every CUDA op is handed: the stream it runs on, the library handles and whether a graph capture is under way,
-// all owned by the CudaBackend (cuda_backend.h); plus the one check family for CUDA, cuBLAS(Lt) and cuDNN calls.
+// all owned by the CudaBackend (cuda_backend.h); plus the checks of cuBLAS(Lt) and cuDNN calls beside the GPU
+// runtime's CUDA_CHECK (gpu/vendor.h).
 #pragma once
 
 #include <cstddef>
 #include <string>
 
 #include <cublasLt.h>
-#include <cuda_runtime.h>
 #include <cudnn.h>
 
 #include "backends/scratch_buffer.h"
 #include "core/errors.h"
+#include "gpu/vendor.h"
 
 namespace bertperf::cuda {
 
@@ -25,15 +26,7 @@ struct CudaContext {
 
 }  // namespace bertperf::cuda
 
-// A failed call throws InternalError "<expr>: <library>: <message>" with file:line (core/errors.h).
-#define CUDA_CHECK(call)                                                                             \
-  do {                                                                                               \
-    cudaError_t bert_cuda_status_ = (call);                                                          \
-    BERT_CHECK_GEN(call, bert_cuda_status_ == cudaSuccess,                                           \
-                   ::bertperf::cat("CUDA: ", cudaGetErrorName(bert_cuda_status_), ": ",              \
-                                   cudaGetErrorString(bert_cuda_status_)));                          \
-  } while (0)
-
+// A failed call throws InternalError "<expr>: <library>: <message>" with file:line (core/errors.h), as CUDA_CHECK.
 #define CUBLAS_CHECK(call)                                                                           \
   do {                                                                                               \
     cublasStatus_t bert_cublas_status_ = (call);                                                     \
@@ -48,6 +41,3 @@ struct CudaContext {
     BERT_CHECK_GEN(call, bert_cudnn_status_ == CUDNN_STATUS_SUCCESS,                                 \
                    ::bertperf::cat("cuDNN: ", cudnnGetErrorString(bert_cudnn_status_)));             \
   } while (0)
-
-// After a kernel launch: a bad configuration shows here, at the launch's line.
-#define CUDA_CHECK_LAUNCH() CUDA_CHECK(cudaGetLastError())

@@ -1,6 +1,7 @@
 // The backends this project knows, by name: what a config's "backend" block may say, what the harness may know of a
-// backend without building one (its dtypes, where its memory lives), and building one. No code above backends/
-// compares backend names; it asks here.
+// backend without building one (its dtypes, where its memory lives), and building one. Each backend folder registers
+// its own (backends/backend_entry.h); this is the one list of them, above the backends. No code above it compares
+// backend names; it asks here.
 //
 // A "backend" block is { "name": str, "capture": bool (optional, default true: replay the training step as one
 // captured graph where the backend can), ...the backend's own options }. Each backend reads its own options
@@ -12,16 +13,10 @@
 #include <string>
 #include <vector>
 
-#include "backends/backend.h"
+#include "backends/backend_entry.h"
 #include "core/json_fields.h"
 
 namespace bertperf {
-
-// Where a backend runs in a job, as the launcher placed this process (comm/context.h reads it once); no backend
-// reads the environment.
-struct Placement {
-  int local_rank = 0;  // among the ranks of this node (the CUDA backend's default device)
-};
 
 struct BackendSpec {
   std::string name = "cpu";
@@ -37,15 +32,6 @@ BackendSpec parse_backend_spec(const Json& block, const std::string& where);
 BackendSpec backend_spec(const std::string& name, const std::vector<std::string>& key_values = {},
                          const std::string& where = "command line");
 
-// What is known of a backend without building one.
-struct BackendInfo {
-  std::string name;
-  std::string summary;       // one line
-  DType act, weight, master; // ops.h's A, W and F
-  bool host_memory;          // its DEVICE memory is host memory (Capabilities::host_memory)
-  bool built;                // this build has it
-  bool oracle = false;       // the reference the others are checked against (not in available_backends())
-};
 // Every backend the project has, built here or not, in the order help texts list them.
 const std::vector<BackendInfo>& backend_infos();
 // InputError naming `where` and the known names when there is none called `name`.
@@ -56,5 +42,11 @@ std::unique_ptr<Backend> make_backend(const BackendSpec& spec, const Placement& 
 // Every backend this build can run here ("cpu" always; a device backend where its device is present), for the
 // conformance test.
 std::vector<std::string> available_backends();
+// Why the backend of `spec`, with its options, rounds off ops.h's rounding table in a conformance case of `shape`
+// (BackendEntry::off_table), or "".
+std::string off_table(const BackendSpec& spec, const CaseShape& shape);
+
+// Adds a backend from outside implementations/ (a test's), after the project's own; before the first lookup.
+void register_backend(BackendEntry entry);
 
 }  // namespace bertperf
