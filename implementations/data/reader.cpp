@@ -101,8 +101,8 @@ struct PretrainingReader::Impl {
   uint64_t closed_shard_bytes = 0, closed_value_bytes = 0, closed_index_bytes = 0;
 
   // Deal scratch.
-  std::vector<uint32_t> order, owner, by_tokens;
-  std::vector<uint64_t> load_keys;  // a batch's load in the high 32 bits, its index in the low
+  std::vector<uint32_t> order, owner, by_load, counts;
+  std::vector<uint64_t> load;  // real tokens dealt to each batch
 
   std::shared_ptr<const ShardIndex> index_of(size_t f) {
     if (files[f].index) return files[f].index;
@@ -273,28 +273,36 @@ struct PretrainingReader::Impl {
   }
 
   // Deals the pending rows into world_size x micro_batches batches by real tokens (reader.h): owner[k] is the batch
-  // of pending row k. A rank deals every row of a step, so this is the part of its work that grows with the world:
-  // the rows are ordered by a counting sort (most tokens first, ties in read order: tokens are at most seq_len), and
-  // each round's batches by one key, (load, index), which orders them as a stable sort by load does.
+  // of pending row k. A rank deals every row of a step, so this is the part of its work that grows with the world,
+  // and both orderings are counting passes: the rows by tokens (most first, ties in read order: tokens are at most
+  // seq_len), and each round's batches by load (fewest first, ties by index: the batches are counted in index order,
+  // and their loads span at most the longest row dealt, so the counts are few).
   void deal(size_t count) {
     const size_t B = size_t(opt.world_size) * size_t(opt.micro_batches);
     const size_t most = static_cast<size_t>(opt.seq_len);
-    by_tokens.assign(most + 2, 0);
-    for (size_t k = 0; k < count; ++k) ++by_tokens[most - std::min<size_t>(pending_tokens[k], most) + 1];
-    for (size_t t = 1; t < by_tokens.size(); ++t) by_tokens[t] += by_tokens[t - 1];
+    counts.assign(most + 2, 0);
+    for (size_t k = 0; k < count; ++k) ++counts[most - std::min<size_t>(pending_tokens[k], most) + 1];
+    for (size_t t = 1; t < counts.size(); ++t) counts[t] += counts[t - 1];
     order.resize(count);
     for (size_t k = 0; k < count; ++k)
-      order[by_tokens[most - std::min<size_t>(pending_tokens[k], most)]++] = static_cast<uint32_t>(k);
+      order[counts[most - std::min<size_t>(pending_tokens[k], most)]++] = static_cast<uint32_t>(k);
     owner.assign(count, 0);
-    load_keys.resize(B);
-    for (size_t j = 0; j < B; ++j) load_keys[j] = j;  // load 0, index j
+    load.assign(B, 0);
+    by_load.resize(B);
+    std::iota(by_load.begin(), by_load.end(), 0u);  // all loads 0: index order
     for (size_t round = 0; round < count; round += B) {
-      std::sort(load_keys.begin(), load_keys.end());
+      if (round > 0) {
+        const auto [low, high] = std::minmax_element(load.begin(), load.end());
+        const uint64_t least = *low;
+        counts.assign(static_cast<size_t>(*high - least) + 2, 0);
+        for (size_t j = 0; j < B; ++j) ++counts[load[j] - least + 1];
+        for (size_t t = 1; t < counts.size(); ++t) counts[t] += counts[t - 1];
+        for (size_t j = 0; j < B; ++j) by_load[counts[load[j] - least]++] = static_cast<uint32_t>(j);
+      }
       for (size_t i = 0; i < B && round + i < count; ++i) {
-        const uint32_t row = order[round + i];
-        const auto batch = static_cast<uint32_t>(load_keys[i] & 0xffffffffu);
+        const uint32_t row = order[round + i], batch = by_load[i];
         owner[row] = batch;
-        load_keys[i] += uint64_t{pending_tokens[row]} << 32;
+        load[batch] += pending_tokens[row];
       }
     }
   }
