@@ -15,7 +15,7 @@ with `gdb -batch` backtraces of every thread (bt-<core>.txt). One line per job, 
 Exit status 0 when every job passed. Needs root, Slurm's daemons and a bertperf build (a RelWithDebInfo build gives
 the backtraces our frames' lines). Another test that uses network namespaces must not run at the same time.
 
-  scripts/stress_dist.py --runs 50 --busy 4 [--jobs slurm,mpirun] [--keep DIR] [--stop-at-first]
+  scripts/stress_dist.py --runs 50 --busy 4 [--jobs slurm,mpirun] [--keep DIR] [--fresh-cluster] [--stop-at-first]
 """
 import argparse
 import os
@@ -89,6 +89,18 @@ def run_mpirun(hosts_env, folder):
     return code, output
 
 
+def clusters(runs, fresh):
+    """(i, cluster) for each of `runs` jobs: one cluster for them all, or a new one for each job (as a test has)."""
+    if fresh:
+        for i in range(runs):
+            with two_node_cluster() as cluster:
+                yield i, cluster
+    else:
+        with two_node_cluster() as cluster:
+            for i in range(runs):
+                yield i, cluster
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=10, help="jobs of each kind (default 10)")
@@ -96,6 +108,8 @@ def main():
     parser.add_argument("--jobs", default="slurm,mpirun", help="which jobs, in this order (default slurm,mpirun)")
     parser.add_argument("--keep", type=Path, default=REPO / "stress-failures",
                         help="where a failed job's folder is kept (default stress-failures/)")
+    parser.add_argument("--fresh-cluster", action="store_true",
+                        help="a new Slurm cluster for each Slurm job, as each test has (slower)")
     parser.add_argument("--stop-at-first", action="store_true", help="stop at the first job that does not pass")
     args = parser.parse_args()
     kinds = args.jobs.split(",")
@@ -111,35 +125,33 @@ def main():
           f"load average {os.getloadavg()[0]:.2f} before, {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}",
           flush=True)
     try:
-        with two_node_cluster() as cluster:
-            stop = False
-            for kind in kinds:
-                for i in range(args.runs):
-                    folder = Path(tempfile.mkdtemp(prefix=f"stress-{kind}-{i}-", dir="/tmp"))
-                    began = time.monotonic()
-                    code, output = (run_slurm(cluster, folder) if kind == "slurm" else
-                                    run_mpirun(cluster.hosts_env, folder))
-                    cores = backtraces(folder)
-                    result = verdict(code, output, cores)
-                    counts[kind][result] = counts[kind].get(result, 0) + 1
-                    line = f"stress_dist: {kind} {i + 1}/{args.runs}: {result} in {time.monotonic() - began:.1f} s"
-                    if result != "passed":
-                        kept = args.keep / folder.name
-                        if kind == "slurm":
-                            for log in cluster.folder.glob("slurmd-*.log"):
-                                shutil.copy(log, folder)
-                        shutil.rmtree(folder / "bench", ignore_errors=True)  # the data: regenerated at will
-                        args.keep.mkdir(parents=True, exist_ok=True)
-                        shutil.move(str(folder), kept)
-                        line += f" (exit {code}, {len(cores)} core(s); kept in {kept})"
-                        stop = args.stop_at_first
-                    else:
-                        shutil.rmtree(folder, ignore_errors=True)
-                    print(line, flush=True)
-                    if stop:
-                        break
+        stop = False
+        for kind in kinds:
+            for i, cluster in clusters(args.runs, args.fresh_cluster and kind == "slurm"):
+                folder = Path(tempfile.mkdtemp(prefix=f"stress-{kind}-{i}-", dir="/tmp"))
+                began = time.monotonic()
+                code, output = run_slurm(cluster, folder) if kind == "slurm" else run_mpirun(cluster.hosts_env, folder)
+                cores = backtraces(folder)
+                result = verdict(code, output, cores)
+                counts[kind][result] = counts[kind].get(result, 0) + 1
+                line = f"stress_dist: {kind} {i + 1}/{args.runs}: {result} in {time.monotonic() - began:.1f} s"
+                if result != "passed":
+                    kept = args.keep / folder.name
+                    if kind == "slurm":
+                        for log in cluster.folder.glob("slurmd-*.log"):
+                            shutil.copy(log, folder)
+                    shutil.rmtree(folder / "bench", ignore_errors=True)  # the data: regenerated at will
+                    args.keep.mkdir(parents=True, exist_ok=True)
+                    shutil.move(str(folder), kept)
+                    line += f" (exit {code}, {len(cores)} core(s); kept in {kept})"
+                    stop = args.stop_at_first
+                else:
+                    shutil.rmtree(folder, ignore_errors=True)
+                print(line, flush=True)
                 if stop:
                     break
+            if stop:
+                break
     except ClusterUnavailable as e:
         sys.exit(f"stress_dist: error: {e}")
     finally:
