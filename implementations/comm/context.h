@@ -79,7 +79,10 @@ class DistContext {
   // threads make no MPI call. Open MPI 4.1 runs a communicator's set-up (its context id agreement, its activation and
   // the choice of its collectives) from whichever thread drives MPI's progress, and a start-up crash of a node's first
   // rank (its heartbeat thread polling beside the transport's MPI_Comm_dup and MPI_Comm_split) pointed there; the
-  // watcher skips its polls meanwhile and the heartbeat waits. An empty lock where there is no watcher.
+  // watcher skips its polls meanwhile and the heartbeat waits. An empty lock where there is no watcher. So a node whose
+  // first rank waits more than 10 s inside a communicator's creation for a late rank 0 sends no heartbeat meanwhile,
+  // and rank 0 would take it for gone: the transport's communicators are made right after the seed's broadcast, where
+  // the ranks' skew is their own set-up's.
   [[nodiscard]] std::unique_lock<std::mutex> quiet();
   // Called by report_failure on a failing rank other than 0: tells rank 0 (bounded wait), then aborts the job.
   [[noreturn]] void fail_job(const std::string& line, int code);
