@@ -4,7 +4,7 @@
 # threads, the MPI transport and every reducer), built in build-tsan/ and build-asan/ (RelWithDebInfo, no CUDA), run
 # `check` and `reducers` as 4 ranks on this host and as 2 hosts x 2 ranks over TCP between network namespaces
 # (scripts/netns_hosts.sh: root; skipped with the reason where not allowed). Open MPI itself is not instrumented: what
-# the sanitizers cannot judge inside it is suppressed, each entry with its reason, in tests/sanitizers/.
+# the sanitizers cannot judge inside it is suppressed, each entry with its reason, in tests/sanitizers/tsan.supp.
 #
 #   scripts/sanitize_dist.sh [tsan] [asan]      (default both; logs under $SANITIZE_LOGS, default /tmp/sanitize_dist)
 #
@@ -37,10 +37,11 @@ for kind in "${kinds[@]}"; do
   nice cmake --build "build-$kind" -j2 --target dist_probe >"$LOGS/$kind-build.txt"
   supp=$ROOT/tests/sanitizers
   export TSAN_OPTIONS="suppressions=$supp/tsan.supp halt_on_error=0 second_deadlock_stack=1 log_path=$LOGS/$kind"
-  export ASAN_OPTIONS="halt_on_error=0 detect_leaks=1 log_path=$LOGS/$kind"
-  export LSAN_OPTIONS="suppressions=$supp/lsan.supp"
+  # No leak check: what Open MPI leaves allocated at exit comes mostly from components it has unloaded by then, which
+  # LeakSanitizer can neither name nor have suppressed (measured: one report per rank, none with a frame of ours).
+  export ASAN_OPTIONS="halt_on_error=0 detect_leaks=0 log_path=$LOGS/$kind"
   export UBSAN_OPTIONS="print_stacktrace=1 log_path=$LOGS/$kind"
-  pass=(-x TSAN_OPTIONS -x ASAN_OPTIONS -x LSAN_OPTIONS -x UBSAN_OPTIONS)
+  pass=(-x TSAN_OPTIONS -x ASAN_OPTIONS -x UBSAN_OPTIONS)
   for mode in check reducers; do
     for where in host netns; do
       tag="$kind-$mode-$where"
