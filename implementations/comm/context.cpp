@@ -85,6 +85,8 @@ struct DistContext::Watcher {
   std::vector<NodeLeader> nodes;  // rank 0: the other nodes' first ranks, which it hears from
 #endif
   std::thread thread;  // rank 0: watch(); the other nodes' first ranks: heartbeat()
+  // Held by the thread for each of its MPI calls, and by quiet() while another thread makes or frees a communicator.
+  std::mutex mpi;
   std::atomic<bool> stop{false};
   std::mutex mutex;
   std::condition_variable wake;  // ends heartbeat()'s wait
@@ -189,6 +191,8 @@ std::unique_ptr<DistContext> DistContext::create() {
       c->watcher_->nodes = std::move(nodes);
       MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &c->watcher_->comm));
       MPI_CHECK(MPI_Comm_set_errhandler(c->watcher_->comm, MPI_ERRORS_RETURN));
+      // From here the thread calls MPI beside this one, each call under watcher_->mpi: a thread that makes or frees
+      // a communicator holds that lock (quiet()), so communicator set-up never runs beside the thread's calls.
       if (c->rank_ == 0)
         c->watcher_->thread = std::thread([d = c.get()] { d->watch(); });
       else if (c->local_rank_ == 0)
@@ -220,18 +224,25 @@ void DistContext::watch() {
   };
   std::vector<char> text(kFailureBytes);
   MPI_Request failure = MPI_REQUEST_NULL, beat = MPI_REQUEST_NULL;
-  if (MPI_Irecv(text.data(), kFailureBytes, MPI_CHAR, MPI_ANY_SOURCE, kFailureTag, w.comm, &failure) != MPI_SUCCESS)
-    return;
   // When each other node was last heard from; a node that said it finished is no longer watched.
   using Clock = std::chrono::steady_clock;
   std::vector<Clock::time_point> heard(w.nodes.size(), Clock::now());
   std::vector<bool> finished(w.nodes.size(), false);
   int alive = 0;
-  if (!w.nodes.empty() &&
-      MPI_Irecv(&alive, 1, MPI_INT, MPI_ANY_SOURCE, kHeartbeatTag, w.comm, &beat) != MPI_SUCCESS)
-    beat = MPI_REQUEST_NULL;
+  {
+    std::lock_guard<std::mutex> calls(w.mpi);
+    if (MPI_Irecv(text.data(), kFailureBytes, MPI_CHAR, MPI_ANY_SOURCE, kFailureTag, w.comm, &failure) != MPI_SUCCESS)
+      return;
+    if (!w.nodes.empty() &&
+        MPI_Irecv(&alive, 1, MPI_INT, MPI_ANY_SOURCE, kHeartbeatTag, w.comm, &beat) != MPI_SUCCESS)
+      beat = MPI_REQUEST_NULL;
+  }
   // Polled, not blocked on: a blocking receive would spin a core for the whole run.
-  while (!w.stop.load()) {
+  for (; !w.stop.load(); std::this_thread::sleep_for(std::chrono::milliseconds(20))) {
+    // While another thread makes a communicator (quiet()), this poll is skipped whole: no MPI call, and no node judged
+    // silent, since its heartbeats wait unread.
+    std::unique_lock<std::mutex> calls(w.mpi, std::try_to_lock);
+    if (!calls.owns_lock()) continue;
     int done = 0;
     MPI_Status status;
     if (MPI_Test(&failure, &done, &status) != MPI_SUCCESS) return;
@@ -263,8 +274,8 @@ void DistContext::watch() {
       std::cerr << "rank 0 on " << host_ << ": " << line << std::endl;
       end_job(line, 1);
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
+  std::lock_guard<std::mutex> calls(w.mpi);
   for (MPI_Request* r : {&failure, &beat})
     if (*r != MPI_REQUEST_NULL) {
       MPI_Cancel(r);
@@ -290,12 +301,16 @@ void DistContext::heartbeat() {
     std::unique_lock<std::mutex> lock(w.mutex);
     while (!w.stop.load()) {
       lock.unlock();
-      send(1);
+      {
+        std::lock_guard<std::mutex> calls(w.mpi);
+        send(1);
+      }
       lock.lock();
       w.wake.wait_for(lock, kHeartbeat, [&] { return w.stop.load(); });
     }
   }
   // Finished: rank 0 stops watching this node. The word goes out within a bounded wait, or not at all.
+  std::lock_guard<std::mutex> calls(w.mpi);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
   int done = 0;
   while (request != MPI_REQUEST_NULL && !done && std::chrono::steady_clock::now() < deadline) {
@@ -312,6 +327,11 @@ void DistContext::heartbeat() {
   }
   if (request != MPI_REQUEST_NULL && !done) MPI_Request_free(&request);  // completes, or not, on its own
 #endif
+}
+
+std::unique_lock<std::mutex> DistContext::quiet() {
+  if (!watcher_) return {};
+  return std::unique_lock<std::mutex>(watcher_->mpi);
 }
 
 void DistContext::on_peer_failure(std::function<void(const std::string& line)> hook) {

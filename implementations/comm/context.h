@@ -26,6 +26,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "comm/launcher.h"
@@ -74,6 +75,15 @@ class DistContext {
   // On rank 0 of a job with a watcher: `hook(line)` runs on the watcher thread when another rank reports a failure
   // (line: "rank R on HOST: ..."), before the job is ended. Cleared by passing an empty function.
   void on_peer_failure(std::function<void(const std::string& line)> hook);
+  // Held by a thread while it makes or frees communicators (the MPI transport does): meanwhile the context's own
+  // threads make no MPI call. Open MPI 4.1 runs a communicator's set-up (its context id agreement, its activation and
+  // the choice of its collectives) from whichever thread drives MPI's progress, and a start-up crash of a node's first
+  // rank (its heartbeat thread polling beside the transport's MPI_Comm_dup and MPI_Comm_split) pointed there; the
+  // watcher skips its polls meanwhile and the heartbeat waits. An empty lock where there is no watcher. So a node whose
+  // first rank waits more than 10 s inside a communicator's creation for a late rank 0 sends no heartbeat meanwhile,
+  // and rank 0 would take it for gone: the transport's communicators are made right after the seed's broadcast, where
+  // the ranks' skew is their own set-up's.
+  [[nodiscard]] std::unique_lock<std::mutex> quiet();
   // Called by report_failure on a failing rank other than 0: tells rank 0 (bounded wait), then aborts the job.
   [[noreturn]] void fail_job(const std::string& line, int code);
 

@@ -47,15 +47,18 @@ int mpi_count(size_t n, const char* what) {
 class MpiTransport final : public Transport {
  public:
   MpiTransport(Device* device, DistContext& dist, const TransportOptions& options)
-      : device_(device && device->capabilities().asynchronous ? device : nullptr) {
+      : device_(device && device->capabilities().asynchronous ? device : nullptr), dist_(dist) {
     BERT_CHECK(dist.mpi(), "an MPI transport for a context without MPI");
-    MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &comms_[0]));
-    if (options.hierarchy) {
-      check_uniform_nodes(dist.fewest_local(), dist.most_local());
-      for (Group group : {Group::NODE, Group::CROSS}) {
-        const GroupSplit split = group_split(group, dist.rank(), dist.node(), dist.local_rank());
-        MPI_CHECK(MPI_Comm_split(comms_[0], split.color, split.key, &comms_[index(group)]));
-      }
+    if (options.hierarchy) check_uniform_nodes(dist.fewest_local(), dist.most_local());
+    {
+      // The context's threads keep out of MPI while the communicators are made (context.h, quiet()).
+      const std::unique_lock<std::mutex> quiet = dist.quiet();
+      MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &comms_[0]));
+      if (options.hierarchy)
+        for (Group group : {Group::NODE, Group::CROSS}) {
+          const GroupSplit split = group_split(group, dist.rank(), dist.node(), dist.local_rank());
+          MPI_CHECK(MPI_Comm_split(comms_[0], split.color, split.key, &comms_[index(group)]));
+        }
     }
     for (int g = 0; g < 3; ++g)
       if (comms_[g] != MPI_COMM_NULL) {
@@ -83,6 +86,7 @@ class MpiTransport final : public Transport {
     }
     for (MPI_Request& r : requests_)
       if (r != MPI_REQUEST_NULL) MPI_Wait(&r, MPI_STATUS_IGNORE);
+    const std::unique_lock<std::mutex> quiet = dist_.quiet();
     for (MPI_Comm& c : comms_)
       if (c != MPI_COMM_NULL) MPI_Comm_free(&c);
   }
@@ -259,6 +263,7 @@ class MpiTransport final : public Transport {
   }
 
   Device* device_;  // an asynchronous backend whose work writes the memory, or null
+  DistContext& dist_;
   MPI_Comm comms_[3] = {MPI_COMM_NULL, MPI_COMM_NULL, MPI_COMM_NULL};  // by Group
   int rank_[3] = {0, 0, 0}, size_[3] = {1, 1, 1};
   Mode mode_ = Mode::AT_ONCE;

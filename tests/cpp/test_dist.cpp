@@ -102,13 +102,14 @@ std::string slurp(const std::string& path) {
 
 [[maybe_unused]] bool have_mpirun() { return std::system("command -v mpirun >/dev/null 2>&1") == 0; }
 
-// dist_probe started by `launch` (a launcher and its options, or an environment), killed after `limit_s` seconds
-// (then the code is timeout's 124).
-[[maybe_unused]] Job run_probe(const std::string& launch, const std::string& mode, int limit_s) {
+// dist_probe (or another probe) started by `launch` (a launcher and its options, or an environment), killed after
+// `limit_s` seconds (then the code is timeout's 124).
+[[maybe_unused]] Job run_probe(const std::string& launch, const std::string& mode, int limit_s,
+                               const std::string& probe = "dist_probe") {
   TempDir dir("bertperf_dist");
   const std::string out = dir / "out.txt", err = dir / "err.txt";
   const std::string command =
-      cat("timeout ", limit_s, " ", launch, " ", BERTPERF_BINARY_DIR, "/bin/dist_probe ", mode, " >", out, " 2>", err);
+      cat("timeout ", limit_s, " ", launch, " ", BERTPERF_BINARY_DIR, "/bin/", probe, " ", mode, " >", out, " 2>", err);
   const auto start = std::chrono::steady_clock::now();
   const int raw = std::system(command.c_str());
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -386,6 +387,21 @@ TEST(DistJob, ReducersUnderMpirun) {
     const int ranks = launch == kMpirun2 ? 2 : 4;
     for (int r = 0; r < ranks; ++r) EXPECT_NE(job.out.find(cat("rank ", r, " reducers ok")), std::string::npos) << job.out;
   }
+#endif
+}
+
+// While the MPI transport makes and frees its communicators (a duplicate of the world and its node and cross-node
+// splits), the context's own threads make no MPI call (comm/context.cpp: the start-up crash of issue 31). The probe
+// counts, through MPI's profiling interface, every call another thread makes while a communicator is being made
+// (each such call held open 300 ms, so an unguarded watcher polling every 20 ms is caught every time).
+TEST(DistJob, ContextThreadsKeepOutOfCommunicatorSetUp) {
+#ifndef BERTPERF_HAVE_MPI
+  GTEST_SKIP() << "built without MPI";
+#else
+  if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
+  const Job job = run_probe(kMpirun2, "", 60, "comm_overlap_probe");
+  EXPECT_EQ(job.code, 0) << job.out << job.err;
+  EXPECT_NE(job.out.find("overlaps=0 ranks=2 nodes=1"), std::string::npos) << job.out << job.err;
 #endif
 }
 

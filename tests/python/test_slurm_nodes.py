@@ -10,6 +10,7 @@ under one slurmctld on the machine itself, all started here with a generated slu
 
 Skips, with the reason, where Slurm is not installed, this is not root, or network namespaces are not allowed. The
 cluster is taken down however a test ends."""
+import contextlib
 import json
 import os
 import re
@@ -86,40 +87,47 @@ class Cluster:
         subprocess.run([str(HOSTS), "kill", str(i)], env=self.hosts_env, check=True, timeout=30)
 
 
-@pytest.fixture
-def cluster(tmp_path):
+class ClusterUnavailable(Exception):
+    """This machine cannot hold the cluster (the reason is the message): the tests skip, scripts say so."""
+
+
+@contextlib.contextmanager
+def two_node_cluster(nodes=NODES):
+    """A Slurm cluster of `nodes` network-namespace hosts, up for the with-block and taken down however it ends
+    (also scripts/stress_dist.py's). Raises ClusterUnavailable before the block where the machine cannot hold it."""
     missing = [d for d in DAEMONS if shutil.which(d) is None]
     if missing:
-        pytest.skip(f"Slurm is not installed ({', '.join(missing)} missing; Debian: slurmctld slurmd slurm-client)")
+        raise ClusterUnavailable(f"Slurm is not installed ({', '.join(missing)} missing; Debian: slurmctld slurmd "
+                                 "slurm-client)")
     if os.geteuid() != 0:
-        pytest.skip("slurmd must run as root and network namespaces need root, and this test is not root")
+        raise ClusterUnavailable("slurmd must run as root and network namespaces need root, and this is not root")
     tag = os.getpid()
     prefix = f"bs{tag % 100000}"
     subnet = f"10.{150 + tag % 40}.{tag // 40 % 250}"
     hosts_env = dict(os.environ, NETNS_PREFIX=prefix, NETNS_SUBNET=subnet)
     check = subprocess.run([str(HOSTS), "check"], capture_output=True, text=True, env=hosts_env, timeout=30)
     if check.returncode != 0:
-        pytest.skip(f"network namespaces: {check.stdout}{check.stderr}".strip())
+        raise ClusterUnavailable(f"network namespaces: {check.stdout}{check.stderr}".strip())
     # Short: slurmstepd's sockets live in the spool folders, and a socket's path has at most 108 bytes.
     folder = Path(tempfile.mkdtemp(prefix="bpslurm", dir="/tmp"))
     (folder / "state").mkdir()
-    nodes = [f"{prefix}-h{i + 1}" for i in range(NODES)]
-    for name in nodes:
+    names = [f"{prefix}-h{i + 1}" for i in range(nodes)]
+    for name in names:
         (folder / f"spool-{name}").mkdir()
         (folder / f"tmp-{name}").mkdir()
     conf = folder / "slurm.conf"
-    conf.write_text(slurm_conf(folder, nodes, subnet, *free_ports(2)))
+    conf.write_text(slurm_conf(folder, names, subnet, *free_ports(2)))
     env = dict(os.environ, SLURM_CONF=str(conf))
     for var in [v for v in env if v.startswith(("SLURM_", "SBATCH_", "SRUN_"))]:
         if var != "SLURM_CONF":
             del env[var]
     daemons = []
     try:
-        up = subprocess.run([str(HOSTS), "up", str(NODES)], capture_output=True, text=True, env=hosts_env, timeout=60)
+        up = subprocess.run([str(HOSTS), "up", str(nodes)], capture_output=True, text=True, env=hosts_env, timeout=60)
         assert up.returncode == 0, up.stdout + up.stderr
         daemons.append(subprocess.Popen(["slurmctld", "-D", "-i", "-f", str(conf)], env=env, stderr=subprocess.STDOUT,
                                         stdout=open(folder / "slurmctld.out", "w")))
-        for i, name in enumerate(nodes):
+        for i, name in enumerate(names):
             daemons.append(subprocess.Popen([str(HOSTS), "run", str(i + 1), "slurmd", "-D", "-N", name, "-f", str(conf)],
                                             env=dict(env, **{k: hosts_env[k] for k in ("NETNS_PREFIX", "NETNS_SUBNET")}),
                                             stdout=open(folder / f"slurmd-{name}.out", "w"), stderr=subprocess.STDOUT))
@@ -131,15 +139,15 @@ def cluster(tmp_path):
             probe = subprocess.run(["sinfo", "-h", "-N", "-o", "%N %T"], capture_output=True, text=True, env=env,
                                    timeout=10)
             states = probe.stdout.strip()
-            if sorted(states.splitlines()) == sorted(f"{name} idle" for name in nodes):
+            if sorted(states.splitlines()) == sorted(f"{name} idle" for name in names):
                 break
             time.sleep(0.5)
         else:
             states = f"{states} (after 30 s)"
-        if sorted(states.splitlines()) != sorted(f"{name} idle" for name in nodes):
+        if sorted(states.splitlines()) != sorted(f"{name} idle" for name in names):
             logs = "".join(p.read_text()[-600:] for p in sorted(folder.glob("*.out")))
-            pytest.skip(f"Slurm's nodes did not come up here ({states!r}): {logs}")
-        yield Cluster(env, hosts_env, nodes, folder)
+            raise ClusterUnavailable(f"Slurm's nodes did not come up here ({states!r}): {logs}")
+        yield Cluster(env, hosts_env, names, folder)
     finally:
         # The hosts first (with every process on them), then the controller.
         subprocess.run([str(HOSTS), "down"], env=hosts_env, capture_output=True, timeout=60)
@@ -155,6 +163,15 @@ def cluster(tmp_path):
         shutil.rmtree(folder, ignore_errors=True)
 
 
+@pytest.fixture
+def cluster():
+    try:
+        with two_node_cluster() as c:
+            yield c
+    except ClusterUnavailable as e:
+        pytest.skip(str(e))
+
+
 def four_rank_benchmark(directory, **kwargs):
     config = write_tiny_benchmark(directory, **kwargs)
     data = json.loads(config.read_text())
@@ -163,14 +180,15 @@ def four_rank_benchmark(directory, **kwargs):
     return config
 
 
-def sbatch(cluster, config, out, tmp_path, wait=True):
+def sbatch(cluster, config, out, tmp_path, wait=True, chdir=REPO):
+    """The 2-run job on both nodes, its output in tmp_path/job.out; the ranks run in `chdir` (where a core goes)."""
     env = dict(cluster.env, CONFIG=str(config), OUT=str(out), RUNS="2", SYSTEM_FILE=str(SYSTEM_FILE),
                BERTPERF=str(BERTPERF))
-    command = ["sbatch", "--parsable", "--wait", "--nodes", str(NODES), "--ntasks-per-node", "2", "--chdir", str(REPO),
+    command = ["sbatch", "--parsable", "--wait", "--nodes", str(NODES), "--ntasks-per-node", "2", "--chdir", str(chdir),
                "--output", str(tmp_path / "job.out"), str(REPO / "scripts" / "bertperf.sbatch")]
     if wait:
-        return subprocess.run(command, capture_output=True, text=True, env=env, timeout=240)
-    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+        return subprocess.run(command, capture_output=True, text=True, env=env, timeout=240, cwd=chdir)
+    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=chdir)
 
 
 @pytest.mark.skipif(BERTPERF is None, reason="bertperf not built")
