@@ -83,6 +83,9 @@ struct DistContext::Watcher {
 #ifdef BERTPERF_HAVE_MPI
   MPI_Comm comm = MPI_COMM_NULL;  // a duplicate of the world: failure messages never meet the job's own traffic
   std::vector<NodeLeader> nodes;  // rank 0: the other nodes' first ranks, which it hears from
+  // The buffer of the heartbeat send in flight. Here, not on heartbeat()'s stack: a send the thread could not see
+  // complete is freed (MPI_Request_free) and may still read its buffer after the thread has returned.
+  int beat = 1;
 #endif
   std::thread thread;  // rank 0: watch(); the other nodes' first ranks: heartbeat()
   // Held by the thread for each of its MPI calls, and by quiet() while another thread makes or frees a communicator.
@@ -287,7 +290,7 @@ void DistContext::watch() {
 void DistContext::heartbeat() {
 #ifdef BERTPERF_HAVE_MPI
   Watcher& w = *watcher_;
-  int message = 1;  // the buffer of the send in flight
+  int& message = w.beat;
   MPI_Request request = MPI_REQUEST_NULL;
   // One heartbeat at a time: a beat whose send has not completed yet (rank 0 busy) is not doubled.
   auto send = [&](int value) {
