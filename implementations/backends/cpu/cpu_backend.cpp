@@ -130,6 +130,7 @@ class CpuBackend final : public CpuOpsBackend {
     switch (type) {
       case DType::F32: case DType::F64: return true;
       case DType::BF16: return kBf16;
+      case DType::E4M3: case DType::E5M2: return false;
     }
     return false;
   }
@@ -221,8 +222,9 @@ std::unique_ptr<CpuOpsBackend> make_cpu_backend(DType dtype, int threads, bool s
       options.static_shapes = static_shapes;
       return make_cpu_bf16_backend(options);
     }
+    case DType::E4M3: case DType::E5M2: break;  // FP8 is a precision of cpu-bf16 (its option "precision")
   }
-  return nullptr;
+  BERT_CHECK(false, "no CPU backend keeps its activations in ", dtype_name(dtype));
 }
 
 std::unique_ptr<CpuOpsBackend> make_cpu_bf16_backend(const CpuBf16Options& options) {
