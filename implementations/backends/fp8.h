@@ -103,17 +103,18 @@ BERT_HOST_DEVICE float fp8_value(uint8_t c, const Fp8Format& f) {
   return bits_float(sign | ((exponent + 127 - f.bias) << 23) | (fraction << (23 - f.fraction_bits)));
 }
 
-// fp8_value(fp8_bits(x, f), f) for a non-NaN x, branch-free: saturate, then round the fraction (normal) or add and
-// subtract a power of two whose last place is the smallest subnormal (subnormal: the FPU rounds to nearest even).
+// fp8_value(fp8_bits(x, f), f), branch-free: saturate, then round the fraction (normal) or add and subtract a power
+// of two whose last place is the smallest subnormal (subnormal: the FPU rounds to nearest even). NaN stays NaN.
 BERT_HOST_DEVICE float fp8_round(float x, const Fp8Format& f) {
-  const float a = std::fmin(std::fabs(x), f.max);
+  const float a = std::fabs(x) > f.max ? f.max : std::fabs(x);
   const int drop = 23 - f.fraction_bits;
   const uint32_t u = float_bits(a);
   const float normal = bits_float((u + (1u << (drop - 1)) - 1u + ((u >> drop) & 1u)) & ~((1u << drop) - 1u));
   // 2^(23 + min_exponent - fraction_bits): its last place is the smallest subnormal
   const float magic = bits_float(static_cast<uint32_t>(127 + 23 + 1 - f.bias - f.fraction_bits) << 23);
   const float subnormal = (a + magic) - magic;  // IEEE arithmetic (the build never reassociates floats)
-  return std::copysign(a < f.min_normal ? subnormal : normal, x);
+  const float rounded = std::copysign(a < f.min_normal ? subnormal : normal, x);
+  return x != x ? x : rounded;  // a NaN's payload could round into infinity's bits
 }
 
 // The delayed-scaling scale of one tensor from the largest amax of its history (see the top of this file).
@@ -160,29 +161,36 @@ enum Fp8Operand : int { FP8_INPUT = 0, FP8_WEIGHT = 1, FP8_GRAD = 2 };
 inline constexpr int kFp8Operands = 3;
 constexpr DType fp8_type(int operand) { return operand == FP8_GRAD ? DType::E5M2 : DType::E4M3; }
 
-// Delayed scaling over host memory, for `count` tensors, tensor t being operand t % kFp8Operands of its GEMM: scale
-// (count) f32, history (H, count) f32 whose row 0 holds the amaxes recorded since the last update. The CPU's scale
-// update op; the CUDA kernel does the same per tensor.
+namespace kmath {
+
+// Delayed scaling of tensor t of `count` (operand t % kFp8Operands of its GEMM): scale (count) f32, history (H, count)
+// f32 whose row 0 holds the amaxes recorded since the last update (see the top of this file).
+BERT_HOST_DEVICE void delayed_scaling_update(float* scale, float* history, size_t count, size_t t, int H,
+                                             float margin) {
+  float amax = 0;  // the largest entry; a NaN anywhere makes it NaN (torch.max), which keeps the scale
+  for (int h = 0; h < H; ++h) {
+    const float x = history[h * count + t];
+    if (x > amax || x != x) amax = x;
+    if (amax != amax) break;
+  }
+  const float fp8_max = t % kFp8Operands == FP8_GRAD ? kE5M2.max : kE4M3.max;  // fp8_type's formats
+  scale[t] = delayed_scale(amax, scale[t], fp8_max, margin);
+  const float first = history[t];  // torch.roll(history, -1, 0), then row 0 cleared
+  for (int h = 0; h + 1 < H; ++h) history[h * count + t] = history[(h + 1) * count + t];
+  history[(H - 1) * count + t] = first;
+  history[t] = 0;
+}
+
+}  // namespace kmath
+
+// Delayed scaling over host memory (the CPU backends' scale update op; the CUDA kernel runs
+// kmath::delayed_scaling_update per tensor).
 class DelayedScaling {
  public:
   explicit DelayedScaling(const Fp8Recipe& recipe) : recipe_(recipe) {}
   void update(float* scale, float* history, int count) const {
-    const size_t n = static_cast<size_t>(count);
-    const int H = recipe_.history;
-    for (size_t t = 0; t < n; ++t) {
-      float amax = 0;  // the largest entry; a NaN anywhere makes it NaN (torch.max), which keeps the scale
-      for (int h = 0; h < H; ++h) {
-        const float x = history[h * n + t];
-        if (x > amax || x != x) amax = x;
-        if (amax != amax) break;
-      }
-      scale[t] = kmath::delayed_scale(amax, scale[t], fp8_format(fp8_type(static_cast<int>(t % kFp8Operands))).max,
-                                      recipe_.margin);
-      const float first = history[t];  // torch.roll(history, -1, 0), then row 0 cleared
-      for (int h = 0; h + 1 < H; ++h) history[h * n + t] = history[(h + 1) * n + t];
-      history[(H - 1) * n + t] = first;
-      history[t] = 0;
-    }
+    for (size_t t = 0; t < static_cast<size_t>(count); ++t)
+      kmath::delayed_scaling_update(scale, history, count, t, recipe_.history, recipe_.margin);
   }
   const Fp8Recipe& recipe() const { return recipe_; }
 
