@@ -84,7 +84,7 @@ int cmd_bench_step(const Args& args, DistContext& dist) {
   const Options opt(args,
                     {"model", "config", "backend", "backend-options", "batch", "seq-len", "predictions", "threads",
                      "warmup", "steps", "repeats"},
-                    {"help", "packed", "eager"});
+                    {"help", "packed", "eager", "losses"});
   if (opt.flag("help")) {
     std::string names;
     for (const BackendInfo& b : backend_infos()) names += (names.empty() ? "" : "|") + b.name;
@@ -92,7 +92,7 @@ int cmd_bench_step(const Args& args, DistContext& dist) {
               << "]\n"
                  "                          [--backend-options KEY=VALUE,...] [--batch 32] [--seq-len 128]\n"
                  "                          [--predictions P] [--threads N] [--warmup 2] [--steps 5] [--repeats 3]\n"
-                 "                          [--packed] [--eager]\n"
+                 "                          [--packed] [--eager] [--losses]\n"
                  "  --model   a standard shape: mini (L4 H256), base (L12 H768) or large (L24 H1024)\n"
                  "  --config  the model, batch, sequence length, predictions and backend of a train config\n"
                  "            (e.g. benchmarks/bert/mini/cpu_2c.json); the other options override them\n"
@@ -100,7 +100,9 @@ int cmd_bench_step(const Args& args, DistContext& dist) {
                  "            for cuda (implementations/backends/registry.h); --threads N is threads=N\n"
                  "  --packed  MLPerf phase-2 shapes: --batch packed rows of 512 tokens, about 2 sequences of 254\n"
                  "            real tokens and 76 predictions per row (seqs_per_s counts sequences)\n"
-                 "  --eager   no captured step (CUDA graph) even where the backend can capture\n";
+                 "  --eager   no captured step (CUDA graph) even where the backend can capture\n"
+                 "  --losses  a line per step with its losses and gradient norm (the same batches and initial weights\n"
+                 "            on every backend, so two backends' lines compare their numerics step by step)\n";
     return 0;
   }
   if (opt.get("model") && opt.get("config")) throw_input("command line", "give --model or --config, not both");
@@ -121,7 +123,7 @@ int cmd_bench_step(const Args& args, DistContext& dist) {
   } else {
     config = bench_shape(model_name);
   }
-  const bool packed = opt.flag("packed");
+  const bool packed = opt.flag("packed"), losses = opt.flag("losses");
   B = int(opt.integer("batch", B, 1, 1 << 20));
   S = int(opt.integer("seq-len", packed ? 512 : S, 1, 1 << 20));
   P = int(opt.integer("predictions", P > 0 && !opt.get("seq-len") ? P
@@ -176,7 +178,12 @@ int cmd_bench_step(const Args& args, DistContext& dist) {
     else batches.next(current);
     train_step.launch(current, step_index);
     ahead_ready = batches.reads_ahead() && batches.next(ahead);
-    train_step.finish();
+    const StepStats stats = train_step.finish();
+    if (losses && dist.is_root())
+      std::printf("{\"bench\": \"bertperf_step_loss\", \"backend\": \"%s\", \"step\": %lld, \"mlm_loss\": %.6f, "
+                  "\"nsp_loss\": %.6f, \"grad_norm\": %.6f}\n",
+                  backend.name().c_str(), static_cast<long long>(step_index), stats.loss.mlm_loss,
+                  stats.loss.nsp_loss, stats.grad_norm);
     ++step_index;
   };
   for (int i = 0; i < warmup; ++i) step();
