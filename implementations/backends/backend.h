@@ -17,6 +17,8 @@
 
 namespace bertperf {
 
+struct Fp8Recipe;  // backends/fp8.h
+
 // The op vocabulary as a backend implements it (ops.h has each op's parameter struct and semantics).
 class OpVocabulary {
  public:
@@ -47,6 +49,9 @@ class Backend : public Device, public OpVocabulary {
   virtual DType act_dtype() const = 0;      // A in ops.h
   virtual DType weight_dtype() const = 0;   // W
   virtual DType master_dtype() const = 0;   // F
+  // The FP8 recipe its encoder linear layers run with (ops.h: GemmPrecision; the option "precision": "fp8"), or null
+  // where it runs them at A and W: the model keeps the scales and amax histories and hands them to those ops.
+  virtual const Fp8Recipe* fp8_recipe() const { return nullptr; }
 
   // Time and FLOPs of the dense GEMMs, where a backend can measure them cheaply (the step benchmark reports the GEMM
   // share of a step); null where it cannot. Off until `enabled` is set.

@@ -52,6 +52,27 @@
 //   clip, accumulate     gradients (F)                -                                     sums of squares f64
 //   LAMB                 grads, master, m, v (F)      weight copy = bf16(new master)        norms f64
 //
+// FP8 (a backend's "precision": "fp8", backends/fp8.h; Transformer Engine's HYBRID recipe with delayed scaling): the
+// encoder's linear layers (QKV, attention output, both FFN GEMMs: ops given a GemmPrecision) quantize their operands
+// before the product and scale the sum back; everything else stays in the bf16 column above. q8(x, s) = fp8(x * s),
+// the product x * s in fp32, rounded to nearest even and saturated to the format's largest finite value; s the
+// operand's scale, 1/s its inverse in fp32.
+//
+//   op                   quantized (amax recorded)                 the sum and its epilogue
+//   linear fwd           inp: q8 E4M3 (amax[INPUT] = max |inp|),  acc = the GEMM sum of q8(inp) . q8(W), fp32;
+//                        W: q8 E4M3 (amax[WEIGHT] = max |W|)       then the bf16 column's epilogue on
+//                                                                  acc * (1/s_inp * 1/s_W)
+//   linear bwd dinp      dout: q8 E5M2 (amax[GRAD] = max |dout|),  acc * (1/s_dout * 1/s_W), then as bf16
+//                        W: q8 E4M3 (the forward's scale, no amax)
+//   linear bwd dweight   inp: q8 E4M3, dout: q8 E5M2               dweight += acc * (1/s_inp * 1/s_dout) (F)
+//   bias gradients       -                                         from the bf16 dout, unquantized
+//   scale update         -                                         per tensor, before each training forward:
+//                                                                  s = fp8_max / max(history) / 2^margin (kept
+//                                                                  when that amax is 0 or not finite), history
+//                                                                  rolled, row 0 cleared (Fp8ScaleUpdate)
+// amax is max |x| of the unscaled values, taken over the operand's elements (a saturating operand records its true
+// amax); every FP8 value is a bf16 value, so cpu-bf16's FP8 twin runs its bf16 GEMMs on them, exactly.
+//
 // GEMM sums (acc) are fp32 over bf16 operands; cpu-bf16 takes them in one fixed order (backends/cpu/gemm_bf16.h),
 // the GPU in cuBLASLt's. Dropout masks Z = 0 or 1/(1-p) in fp32. Where the CUDA backend leaves the table: its own
 // GELU kernels (its option "gelu": "kernel", or a layer whose leading dimension is not a multiple of 8: GELU of the
@@ -62,6 +83,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "backends/dtype.h"
 #include "core/philox.h"
 
 namespace bertperf::ops {
@@ -92,7 +114,8 @@ inline constexpr float kLayerNormEps = 1e-12f;
   X(GRADIENT_CLIP_FINISH, gradient_clip_finish, GradientClipFinish)                           \
   X(GRADIENT_ACCUMULATE, gradient_accumulate, GradientAccumulate)                             \
   X(LAMB_MOMENTS, lamb_moments, LambMoments)                                                  \
-  X(LAMB_APPLY, lamb_apply, LambApply)
+  X(LAMB_APPLY, lamb_apply, LambApply)                                                        \
+  X(FP8_SCALE_UPDATE, fp8_scale_update, Fp8ScaleUpdate)
 
 // Every op of the vocabulary, by name: for what a backend declares of its ops (device.h: Capabilities) and the
 // per-op tables of the tests and benchmarks.
@@ -177,6 +200,17 @@ struct Dropout {
   uint32_t site = 0;         // one stream per place a mask is drawn
 };
 
+// ---- the precision of a GEMM-carrying op ---------------------------------------------------------------------
+// Null scale: the op runs at the backend's own types (A and W). Otherwise the op runs its GEMMs in FP8 (ops.h's
+// rounding table, FP8 column): its three operands are quantized with scale[k] to fp8_type(k) (backends/fp8.h: input
+// and weight E4M3, the gradient E5M2), and the output is A as always. Where amax is not null the op records the
+// operands it quantizes first in this call (the forward: input and weight; the backward: the gradient) as
+// amax[k] = max(amax[k], max |x|). Only a backend with an FP8 recipe (Backend::fp8_recipe) takes a scale.
+struct GemmPrecision {
+  const float* scale = nullptr;  // (3) f32: input, weight, gradient (fp8.h: Fp8Operand)
+  float* amax = nullptr;         // (3) f32, or null
+};
+
 // ---- linear: out = act(inp . W + bias) ---------------------------------------------------------------------
 // `groups` G > 1 computes G linears of one input side by side: group g reads weight + g * weight_stride and bias
 // + g * bias_stride (elements), and writes columns [g*O, g*O + O) of out. The fused QKV projection is G = 3 (the
@@ -193,6 +227,7 @@ struct LinearForward {
   int ldo = 0;               // row stride of out and pre; 0 means groups * O
   WeightLayout layout = WeightLayout::IN_OUT;
   Activation act = Activation::NONE;
+  GemmPrecision precision = {};
 };
 
 // The backward of a linear. dout is the gradient of the pre-activation inp . W + bias (a linear with an
@@ -219,6 +254,7 @@ struct LinearBackward {
   Activation dinp_act = Activation::NONE;  // with accumulate_dinp false
   const void* dinp_act_saved = nullptr;    // (N, I) A
   void* dinp_act_dbias = nullptr;          // (I) F, or null
+  GemmPrecision precision = {};            // the forward's scales; amax[GRAD] records dout
 };
 
 // dinp = dout * act'(x) elementwise, x = saved (GELU: the pre-activation; TANH: the output).
@@ -432,6 +468,18 @@ struct LambApply {
   const StepScalars* scalars;
   Chunks chunks;
   float epsilon = 1e-6f, weight_decay = 0.01f;
+};
+
+// ---- FP8 delayed scaling ---------------------------------------------------------------------------------------
+// The scale update of `count` FP8 tensors (backends/fp8.h: DelayedScaling), tensor t being operand t % 3 of its GEMM:
+// per tensor, a = the largest of its H history entries (NaN if any is NaN), scale = fp8_max / a / 2^margin where a
+// is positive and finite and the result finite, else unchanged; then the history rolls one row (row h <- row h + 1,
+// the last row <- row 0) and row 0, where the GEMMs record their amaxes (GemmPrecision::amax), is cleared.
+struct Fp8ScaleUpdate {
+  float* scale;                // (count) f32
+  float* history;              // (history_len, count) f32
+  int count = 0, history_len = 1;
+  float margin = 0;
 };
 
 }  // namespace bertperf::ops

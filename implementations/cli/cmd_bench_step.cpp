@@ -141,7 +141,7 @@ int cmd_bench_step(const Args& args, DistContext& dist) {
   const Options opt(args,
                     {"model", "config", "backend", "backend-options", "batch", "seq-len", "predictions", "threads",
                      "warmup", "steps", "repeats", "micro-batches", "device", "devices"},
-                    {"help", "packed", "eager", "roofline"});
+                    {"help", "packed", "eager", "roofline", "losses"});
   if (opt.flag("help")) {
     std::string names;
     for (const BackendInfo& b : backend_infos()) names += (names.empty() ? "" : "|") + b.name;
@@ -149,7 +149,7 @@ int cmd_bench_step(const Args& args, DistContext& dist) {
               << "]\n"
                  "                          [--backend-options KEY=VALUE,...] [--batch 32] [--seq-len 128]\n"
                  "                          [--predictions P] [--threads N] [--warmup 2] [--steps 5] [--repeats 3]\n"
-                 "                          [--micro-batches 1] [--packed] [--eager]\n"
+                 "                          [--micro-batches 1] [--packed] [--eager] [--losses]\n"
                  "                          [--roofline [--device h200] [--devices DEVICES.json]]\n"
                  "  --model   a standard shape: mini (L4 H256), base (L12 H768) or large (L24 H1024)\n"
                  "  --config  the model, batch, sequence length, predictions and backend of a train config\n"
@@ -164,6 +164,8 @@ int cmd_bench_step(const Args& args, DistContext& dist) {
                  "            benchmarks/bert/mlperf/reference/devices.json, or an accelerator name: h200, h100-sxm):\n"
                  "            a JSON line an op (name and shape, longest first), then the step in bf16 and with the\n"
                  "            encoder's linears in FP8: time, samples/s and the op that holds it back\n"
+                 "  --losses  a line per step with its losses and gradient norm (the same batches and initial weights\n"
+                 "            on every backend, so two backends' lines compare their numerics step by step)\n"
                  "Prints a paths line after the warm-up (which way the backend's ops went where it has a choice,\n"
                  "e.g. the CUDA attention: cudnn or kernel), then one JSON line per repeat and a summary.\n";
     return 0;
@@ -186,7 +188,7 @@ int cmd_bench_step(const Args& args, DistContext& dist) {
   } else {
     config = bench_shape(model_name);
   }
-  const bool packed = opt.flag("packed");
+  const bool packed = opt.flag("packed"), losses = opt.flag("losses");
   B = int(opt.integer("batch", B, 1, 1 << 20));
   S = int(opt.integer("seq-len", packed ? 512 : S, 1, 1 << 20));
   P = int(opt.integer("predictions", P > 0 && !opt.get("seq-len") ? P
@@ -272,7 +274,12 @@ int cmd_bench_step(const Args& args, DistContext& dist) {
     else batches.next(current);
     train_step.launch(current, step_index);
     ahead_ready = batches.reads_ahead() && batches.next(ahead);
-    train_step.finish();
+    const StepStats stats = train_step.finish();
+    if (losses && dist.is_root())
+      std::printf("{\"bench\": \"bertperf_step_loss\", \"backend\": \"%s\", \"step\": %lld, \"mlm_loss\": %.6f, "
+                  "\"nsp_loss\": %.6f, \"grad_norm\": %.6f}\n",
+                  backend.name().c_str(), static_cast<long long>(step_index), stats.loss.mlm_loss,
+                  stats.loss.nsp_loss, stats.grad_norm);
     ++step_index;
   };
   for (int i = 0; i < warmup; ++i) step();

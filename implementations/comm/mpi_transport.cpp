@@ -35,6 +35,7 @@ MPI_Datatype mpi_type(DType type) {
     case DType::F32: return MPI_FLOAT;
     case DType::F64: return MPI_DOUBLE;
     case DType::BF16: return MPI_UINT16_T;  // moved, never summed
+    case DType::E4M3: case DType::E5M2: return MPI_UINT8_T;  // moved, never summed
   }
   return MPI_DATATYPE_NULL;
 }

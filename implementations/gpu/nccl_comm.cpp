@@ -31,6 +31,7 @@ ncclDataType_t nccl_type(DType type) {
     case DType::F32: return ncclFloat32;
     case DType::F64: return ncclFloat64;
     case DType::BF16: return ncclBfloat16;
+    case DType::E4M3: case DType::E5M2: return ncclUint8;  // moved, never summed
   }
   return ncclFloat32;
 }

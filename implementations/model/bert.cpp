@@ -5,7 +5,9 @@
 #include "model/bert.h"
 
 #include <algorithm>
+#include <vector>
 
+#include "backends/fp8.h"
 #include "core/errors.h"
 
 namespace bertperf {
@@ -67,6 +69,11 @@ struct BertModel::Activations {
   void* d_inter;                        // (N, I)
   void* attn_workspace;
   void* d_head_a; void* d_head_b;       // (max(M, Q), H)
+  // FP8 (a backend with an FP8 recipe): per encoder GEMM (layer-major: QKV, attention output, FFN up, FFN down) the
+  // scales of its three operands and their amax history (ops.h: GemmPrecision, Fp8ScaleUpdate); kept across steps.
+  float* fp8_scale = nullptr;           // (fp8_tensors) f32
+  float* fp8_history = nullptr;         // (H, fp8_tensors) f32
+  int fp8_tensors = 0;
 
   // Carves every buffer from `a`; run once on a measuring arena to size the real one.
   void carve(Arena& a, const Backend& backend, const BertConfig& c, BatchCapacity cap) {
@@ -124,6 +131,22 @@ struct BertModel::Activations {
     const size_t heads = std::max(M, Q);
     d_head_a = act(heads * H);
     d_head_b = act(heads * H);
+    if (const Fp8Recipe* fp8 = backend.fp8_recipe()) {
+      fp8_tensors = c.num_hidden_layers * kFp8Gemms * kFp8Operands;
+      fp8_scale = a.take<float>(fp8_tensors);
+      fp8_history = a.take<float>(static_cast<size_t>(fp8->history) * fp8_tensors);
+    }
+  }
+
+  // The encoder's FP8 GEMMs, per layer.
+  static constexpr int kFp8Gemms = 4;
+  enum Fp8Gemm { QKV = 0, ATTENTION_OUTPUT = 1, FFN_UP = 2, FFN_DOWN = 3 };
+  // GEMM `gemm` of layer `layer` at its scales, recording its amaxes where `record`; the backend's own precision
+  // where it has no FP8 recipe.
+  ops::GemmPrecision fp8(int layer, Fp8Gemm gemm, bool record) const {
+    if (!fp8_scale) return {};
+    const size_t at = static_cast<size_t>(layer * kFp8Gemms + gemm) * kFp8Operands;
+    return {fp8_scale + at, record ? fp8_history + at : nullptr};
   }
 };
 
@@ -143,6 +166,12 @@ BertModel::BertModel(Backend& backend, const BertConfig& config, const TensorTab
   arena_memory_ = DeviceBuffer(backend_, measuring.used());
   Arena arena(arena_memory_.data(), arena_memory_.bytes());
   acts_->carve(arena, backend_, config_, capacity_);
+  if (acts_->fp8_scale) {  // every scale starts at 1, every amax at 0 (Transformer Engine's start)
+    const std::vector<float> ones(acts_->fp8_tensors, 1.0f);
+    upload_floats(backend_, acts_->fp8_scale, DType::F32, ones.data(), ones.size());
+    backend_.fill_zero(acts_->fp8_history,
+                       backend_.fp8_recipe()->history * ones.size() * sizeof(float));
+  }
 }
 
 BertModel::~BertModel() = default;
@@ -197,6 +226,14 @@ void BertModel::forward(const DeviceBatch& batch, const void* weights, bool trai
     return ops::Dropout{training ? p : 0.0f, counter, step_offset, site};
   };
   const float hidden_p = c.hidden_dropout_prob, attn_p = c.attention_probs_dropout_prob;
+  // FP8: the scales from the amaxes the last training step recorded (delayed scaling); a training forward records
+  // its own, an eval forward uses the scales as they are.
+  if (training && a.fp8_scale) {
+    const Fp8Recipe& recipe = *be.fp8_recipe();
+    be.fp8_scale_update({.scale = a.fp8_scale, .history = a.fp8_history, .count = a.fp8_tensors,
+                         .history_len = recipe.history, .margin = recipe.margin});
+  }
+  using G = Activations::Fp8Gemm;
 
   be.embedding_forward({.out = a.emb_out, .sum = a.emb_sum, .mean = a.emb_mean, .rstd = a.emb_rstd,
                         .ids = batch.input_ids, .types = batch.segment_ids, .positions = batch.position_ids,
@@ -210,20 +247,22 @@ void BertModel::forward(const DeviceBatch& batch, const void* weights, bool trai
     const BertLayerOffsets& lo = o.layers[li];
     be.linear_forward({.out = l.qkv, .pre = nullptr, .inp = x, .weight = w(lo.q_kernel), .bias = w(lo.q_bias),
                        .N = N, .I = H, .O = H, .groups = 3, .weight_stride = o.qkv_stride,
-                       .bias_stride = o.qkv_stride});
+                       .bias_stride = o.qkv_stride, .precision = a.fp8(li, G::QKV, training)});
     be.attention_forward({.ctx = l.ctx, .saved = l.attn_saved, .qkv = l.qkv, .cu_seqlens = batch.cu_seqlens, .N = N,
                           .sequences = Q, .max_seqlen = batch.max_seqlen, .heads = c.num_attention_heads,
                           .head_dim = c.head_size(), .dropout = dropout(attn_p, site_attention_probs(li))});
     be.linear_forward({.out = l.attn_proj, .pre = nullptr, .inp = l.ctx, .weight = w(lo.attn_out_kernel),
-                       .bias = nullptr, .N = N, .I = H, .O = H});
+                       .bias = nullptr, .N = N, .I = H, .O = H,
+                       .precision = a.fp8(li, G::ATTENTION_OUTPUT, training)});
     be.residual_layernorm_forward({.out = l.attn_ln, .sum = l.attn_sum, .mean = l.attn_mean, .rstd = l.attn_rstd,
                                    .inp = l.attn_proj, .bias = w(lo.attn_out_bias), .residual = x,
                                    .gamma = w(lo.attn_ln_gamma), .beta = w(lo.attn_ln_beta), .N = N, .C = H,
                                    .dropout = dropout(hidden_p, site_attention_output(li))});
     be.linear_forward({.out = l.inter, .pre = l.inter_pre, .inp = l.attn_ln, .weight = w(lo.inter_kernel),
-                       .bias = w(lo.inter_bias), .N = N, .I = H, .O = I, .act = Activation::GELU});
+                       .bias = w(lo.inter_bias), .N = N, .I = H, .O = I, .act = Activation::GELU,
+                       .precision = a.fp8(li, G::FFN_UP, training)});
     be.linear_forward({.out = l.out_proj, .pre = nullptr, .inp = l.inter, .weight = w(lo.out_kernel),
-                       .bias = nullptr, .N = N, .I = I, .O = H});
+                       .bias = nullptr, .N = N, .I = I, .O = H, .precision = a.fp8(li, G::FFN_DOWN, training)});
     be.residual_layernorm_forward({.out = l.out_ln, .sum = l.out_sum, .mean = l.out_mean, .rstd = l.out_rstd,
                                    .inp = l.out_proj, .bias = w(lo.out_bias), .residual = l.attn_ln,
                                    .gamma = w(lo.out_ln_gamma), .beta = w(lo.out_ln_beta), .N = N, .C = H,
@@ -274,6 +313,7 @@ void BertModel::backward(const DeviceBatch& batch, const void* weights, void* gr
   auto announce = [&](size_t begin, size_t end) {
     if (ready) ready(begin, end);
   };
+  using G = Activations::Fp8Gemm;
 
   // MLM head, into d_seq at the masked positions (everything else zero).
   be.cross_entropy_backward({.dlogits = a.mlm_logits, .logits = a.mlm_logits, .lse = a.mlm_lse,
@@ -322,24 +362,26 @@ void BertModel::backward(const DeviceBatch& batch, const void* weights, void* gr
     be.linear_backward({.dinp = a.d_inter, .dweight = g(lo.out_kernel), .dbias = nullptr, .dout = a.d_a,
                         .inp = l.inter, .weight = w(lo.out_kernel), .N = N, .I = I, .O = H,
                         .dinp_act = Activation::GELU, .dinp_act_saved = l.inter_pre,
-                        .dinp_act_dbias = g(lo.inter_bias)});
+                        .dinp_act_dbias = g(lo.inter_bias), .precision = a.fp8(li, G::FFN_DOWN, true)});
     be.linear_backward({.dinp = a.d_mid, .dweight = g(lo.inter_kernel), .dbias = nullptr, .dout = a.d_inter,
                         .inp = l.attn_ln, .weight = w(lo.inter_kernel), .N = N, .I = H, .O = I,
-                        .accumulate_dinp = true});
+                        .accumulate_dinp = true, .precision = a.fp8(li, G::FFN_UP, true)});
     be.residual_layernorm_backward({.dinp = a.d_a, .dresidual = a.d_x, .dbias = g(lo.attn_out_bias),
                                     .dgamma = g(lo.attn_ln_gamma), .dbeta = g(lo.attn_ln_beta), .dout = a.d_mid,
                                     .sum = l.attn_sum, .mean = l.attn_mean, .rstd = l.attn_rstd,
                                     .gamma = w(lo.attn_ln_gamma), .N = N, .C = H,
                                     .dropout = dropout(hidden_p, site_attention_output(li))});
     be.linear_backward({.dinp = a.d_ctx, .dweight = g(lo.attn_out_kernel), .dbias = nullptr, .dout = a.d_a,
-                        .inp = l.ctx, .weight = w(lo.attn_out_kernel), .N = N, .I = H, .O = H});
+                        .inp = l.ctx, .weight = w(lo.attn_out_kernel), .N = N, .I = H, .O = H,
+                        .precision = a.fp8(li, G::ATTENTION_OUTPUT, true)});
     be.attention_backward({.dqkv = a.d_qkv, .workspace = a.attn_workspace, .dctx = a.d_ctx, .ctx = l.ctx,
                            .qkv = l.qkv, .saved = l.attn_saved, .cu_seqlens = batch.cu_seqlens, .N = N,
                            .sequences = Q, .max_seqlen = batch.max_seqlen, .heads = c.num_attention_heads,
                            .head_dim = c.head_size(), .dropout = dropout(attn_p, site_attention_probs(li))});
     be.linear_backward({.dinp = a.d_x, .dweight = g(lo.q_kernel), .dbias = g(lo.q_bias), .dout = a.d_qkv, .inp = x,
                         .weight = w(lo.q_kernel), .N = N, .I = H, .O = H, .groups = 3,
-                        .weight_stride = o.qkv_stride, .bias_stride = o.qkv_stride, .accumulate_dinp = true});
+                        .weight_stride = o.qkv_stride, .bias_stride = o.qkv_stride, .accumulate_dinp = true,
+                        .precision = a.fp8(li, G::QKV, true)});
     const size_t layer_end = li + 1 < c.num_hidden_layers ? o.layers[li + 1].q_kernel : o.pooler_kernel;
     announce(lo.q_kernel, layer_end);
     std::swap(a.d_seq, a.d_x);

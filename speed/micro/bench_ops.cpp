@@ -480,6 +480,19 @@ void BM_GradientAccumulate(benchmark::State& state) {
 }
 BENCHMARK(BM_GradientAccumulate)->Unit(benchmark::kMillisecond)->UseRealTime();
 
+// The FP8 scale update of BERT-large's encoder (24 layers x 4 GEMMs x 3 operands), amax history 16.
+void BM_Fp8ScaleUpdate(benchmark::State& state) {
+  constexpr int kTensors = 24 * 4 * 3, kHistory = 16;
+  std::vector<float> scale(kTensors, 1.0f), history(static_cast<size_t>(kHistory) * kTensors, 0.0f);
+  Backend& be = cpu_backend();
+  for (auto _ : state) {
+    for (int t = 0; t < kTensors; ++t) history[t] = 1.0f + t;  // this step's amaxes
+    be.fp8_scale_update({scale.data(), history.data(), kTensors, kHistory, 0.0f});
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * kTensors));
+}
+BENCHMARK(BM_Fp8ScaleUpdate)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
 // The benchmark of each op of the list (ops.h): a switch, so an op added to the list without a benchmark does not
 // compile (-Werror=switch).
 using OpBenchmark = void (*)(benchmark::State&);
@@ -495,6 +508,7 @@ using OpBenchmark = void (*)(benchmark::State&);
     case ops::Op::GRADIENT_CLIP: case ops::Op::GRADIENT_CLIP_FINISH: return BM_GradientClip;
     case ops::Op::GRADIENT_ACCUMULATE: return BM_GradientAccumulate;
     case ops::Op::LAMB_MOMENTS: case ops::Op::LAMB_APPLY: return BM_LambOps;
+    case ops::Op::FP8_SCALE_UPDATE: return BM_Fp8ScaleUpdate;
   }
   return nullptr;
 }

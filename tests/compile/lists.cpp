@@ -21,6 +21,7 @@ int bits_of(DType type) {
     case DType::F64: return 64;
 #endif
     case DType::BF16: return 16;
+    case DType::E4M3: case DType::E5M2: return 8;
   }
   return 0;
 }

@@ -32,6 +32,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cctype>
 #include <cmath>
@@ -49,6 +50,7 @@
 
 #include "backends/backend.h"
 #include "backends/cpu/cpu_backend.h"
+#include "backends/fp8.h"
 #include "backends/kernel_math.h"
 #include "backends/ops.h"
 #include "core/errors.h"
@@ -419,7 +421,22 @@ std::vector<LinearShape> linear_shapes() {
   };
 }
 
-Case linear_forward_case(Gen& g, const LinearShape& s) {
+// The scales of an FP8 case (ops.h: GemmPrecision), by operand: input, weight, gradient.
+using Fp8Scales = std::array<float, kFp8Operands>;
+
+// Adds an FP8 case's scale (in) and amax (accumulated, starting at 1/4) tensors; their indices.
+std::pair<int, int> add_fp8_tensors(Case& c, const Fp8Scales* fp8) {
+  if (!fp8) return {-1, -1};
+  const int scale = c.in("fp8 scale", Kind::F32, Vec(fp8->begin(), fp8->end()));
+  return {scale, c.inout("amax", Kind::F32, Vec(kFp8Operands, 0.25))};
+}
+
+ops::GemmPrecision precision_at(const std::vector<void*>& t, std::pair<int, int> fp8) {
+  if (fp8.first < 0) return {};
+  return {static_cast<const float*>(t[fp8.first]), static_cast<float*>(t[fp8.second])};
+}
+
+Case linear_forward_case(Gen& g, const LinearShape& s, const Fp8Scales* fp8 = nullptr) {
   Case c{"linear_forward", describe(s)};
   const size_t ws = static_cast<size_t>(s.I) * s.O, bs = s.O;
   const int out = c.out("out", Kind::A, static_cast<size_t>(s.N) * s.ldo);
@@ -429,14 +446,16 @@ Case linear_forward_case(Gen& g, const LinearShape& s) {
   const int w = c.in("weight", Kind::W, g.uniform(ws * s.groups, -w_scale, w_scale));
   const int b = s.bias ? c.in("bias", Kind::W, g.uniform(bs * s.groups)) : -1;
   c.rounding = CaseShape{ops::Op::LINEAR_FORWARD, s.act, s.groups, s.ldo};
+  const std::pair<int, int> f = add_fp8_tensors(c, fp8);
   c.run = [=](Backend& be, const std::vector<void*>& t) {
     be.linear_forward({t[out], pre >= 0 ? t[pre] : nullptr, t[inp], t[w], b >= 0 ? t[b] : nullptr, s.N, s.I, s.O,
-                       s.groups, ws, bs, s.ldo, s.layout, s.act});
+                       s.groups, ws, bs, s.ldo, s.layout, s.act, precision_at(t, f)});
   };
   return c;
 }
 
-Case linear_backward_case(Gen& g, const LinearShape& s, bool accumulate_dinp, Activation dinp_act) {
+Case linear_backward_case(Gen& g, const LinearShape& s, bool accumulate_dinp, Activation dinp_act,
+                          const Fp8Scales* fp8 = nullptr) {
   Case c{"linear_backward", describe(s) + (accumulate_dinp ? ", dinp +=" : "") +
                                 (dinp_act == Activation::GELU ? ", dinp gelu" : dinp_act == Activation::TANH ? ", dinp tanh" : "")};
   const size_t ws = static_cast<size_t>(s.I) * s.O, bs = s.O, NI = static_cast<size_t>(s.N) * s.I;
@@ -452,12 +471,14 @@ Case linear_backward_case(Gen& g, const LinearShape& s, bool accumulate_dinp, Ac
   const int dab = dinp_act != Activation::NONE ? c.inout("dinp_act_dbias", Kind::F, g.uniform(s.I, -0.5, 0.5)) : -1;
   c.rtol = 2e-5;
   c.rounding = CaseShape{ops::Op::LINEAR_BACKWARD, dinp_act, s.groups, s.I};
+  const std::pair<int, int> f = add_fp8_tensors(c, fp8);
   c.run = [=](Backend& be, const std::vector<void*>& t) {
     ops::LinearBackward p{t[dinp], t[dw], db >= 0 ? t[db] : nullptr, t[dout], t[inp], t[w], s.N, s.I, s.O,
                           s.groups, ws, bs, s.ldo, s.layout, accumulate_dinp};
     p.dinp_act = dinp_act;
     p.dinp_act_saved = saved >= 0 ? t[saved] : nullptr;
     p.dinp_act_dbias = dab >= 0 ? t[dab] : nullptr;
+    p.precision = precision_at(t, f);
     be.linear_backward(p);
   };
   return c;
@@ -928,6 +949,160 @@ TEST_P(BackendOps, LinearBackward) {
                              Activation::GELU));
 }
 
+// ---- FP8 (ops.h's FP8 column) -------------------------------------------------------------------------------
+// The FP8 rule. A linear op run with scales (GemmPrecision) solves a quantized problem: its operands replaced by their
+// FP8 values scaled back, the backend's bf16 input quantized as fp8.h defines (checked over all 256 codes in
+// test_fp8.cpp). Each output must be
+//   (a) a bf16-accurate answer to that problem: its L2 error against the fp64 oracle on the quantized operands at most
+//       twice that of the naive bf16 math on them (the bf16 rule; this is what makes the quantization exact), and
+//   (b) an FP8-accurate answer to the op's own problem: its L2 error against the fp64 oracle on the raw operands at
+//       most twice that of the naive FP8 math (the naive bf16 math on the quantized operands);
+// bias gradients come from the unquantized gradient, so they follow the bf16 rule on the raw operands. The amaxes
+// must be the exact max |x| of the operands the op quantizes first (a saturating operand too), maxed into what was
+// there.
+
+// x as the FP8 GEMM sees it: the backend's bf16 value, quantized with `scale` to `type`, then scaled back.
+double dequantized(double x, float scale, DType type) {
+  const Fp8Format& f = fp8_format(type);
+  return static_cast<double>(kmath::fp8_value(kmath::fp8_bits(round_bf16(static_cast<float>(x)) * scale, f), f)) /
+         scale;
+}
+
+// max |bf16(x)| over the first `cols` of each row of `ld`.
+double bf16_amax(const Vec& v, size_t ld, size_t cols) {
+  double m = 0;
+  for (size_t i = 0; i < v.size(); ++i)
+    if (i % ld < cols) m = std::max(m, std::fabs(static_cast<double>(round_bf16(static_cast<float>(v[i])))));
+  return m;
+}
+
+Tensor& tensor_named(Case& c, const std::string& name) {
+  for (Tensor& t : c.tensors)
+    if (t.name == name) return t;
+  throw std::runtime_error("no tensor " + name);
+}
+
+// `make(fp8)` builds the same case (the same values) with the scales, or without them for fp8 null.
+void expect_fp8_conformance(Backend& backend, Backend& oracle, Backend& cpu_fp32,
+                            const std::function<Case(const Fp8Scales*)>& make, const Fp8Scales& scales, bool backward,
+                            size_t ldo, size_t gemm_cols) {
+  const Case fp8 = make(&scales), raw = make(nullptr);
+  Case quantized = make(nullptr);
+  const std::string what = fp8.op + " [" + fp8.shape + "] in FP8 on " + backend.name();
+  SCOPED_TRACE(what);
+  auto quantize = [&](const std::string& name, int operand) {
+    for (double& x : tensor_named(quantized, name).values) x = dequantized(x, scales[operand], fp8_type(operand));
+  };
+  quantize("inp", FP8_INPUT);
+  quantize("weight", FP8_WEIGHT);
+  if (backward) quantize("dout", FP8_GRAD);
+  const Dtypes dtypes = Dtypes::of(backend);
+  const Results got = run_case(backend, fp8), again = run_case(backend, fp8), ref = run_case(oracle, raw),
+                ref_q = run_case(oracle, quantized), naive_q = run_case(cpu_fp32, quantized, &dtypes),
+                naive_raw = run_case(cpu_fp32, raw, &dtypes);
+  for (size_t i = 0; i < fp8.tensors.size(); ++i) {
+    const Tensor& t = fp8.tensors[i];
+    if (t.role != Role::OUT && t.role != Role::INOUT) continue;
+    EXPECT_TRUE(got.values[i].size() == again.values[i].size() &&
+                std::memcmp(got.values[i].data(), again.values[i].data(), got.values[i].size() * sizeof(double)) == 0)
+        << t.name << " differs between two runs of the same case";
+    std::string why;
+    if (t.name == "amax") {
+      Vec want(kFp8Operands, 0.25);
+      if (backward) {
+        want[FP8_GRAD] = std::max(0.25, bf16_amax(tensor_named(const_cast<Case&>(raw), "dout").values, ldo, gemm_cols));
+      } else {
+        const Vec& inp = tensor_named(const_cast<Case&>(raw), "inp").values;
+        const Vec& w = tensor_named(const_cast<Case&>(raw), "weight").values;
+        want[FP8_INPUT] = std::max(0.25, bf16_amax(inp, inp.size(), inp.size()));
+        want[FP8_WEIGHT] = std::max(0.25, bf16_amax(w, w.size(), w.size()));
+      }
+      EXPECT_EQ(got.values[i], want) << "amax";
+    } else if (t.name == "dbias") {
+      EXPECT_TRUE(within_twice_naive(got.values[i], ref.values[i], naive_raw.values[i], &why)) << t.name << ": " << why;
+    } else {
+      EXPECT_TRUE(within_twice_naive(got.values[i], ref_q.values[i], naive_q.values[i], &why))
+          << t.name << " against the quantized problem: " << why;
+      EXPECT_TRUE(within_twice_naive(got.values[i], ref.values[i], naive_q.values[i], &why))
+          << t.name << " against the op's own problem: " << why;
+    }
+  }
+}
+
+// The scales delayed scaling would give these operands (fp8_max / amax), the input's times `input_boost` (8: a
+// saturating input, as a step whose amax jumped).
+Fp8Scales scales_for(const Case& c, bool backward, size_t ldo, size_t gemm_cols, float input_boost = 1) {
+  Case& m = const_cast<Case&>(c);
+  const Vec& inp = tensor_named(m, "inp").values;
+  const Vec& w = tensor_named(m, "weight").values;
+  Fp8Scales s{static_cast<float>(kE4M3.max / bf16_amax(inp, inp.size(), inp.size())) * input_boost,
+              static_cast<float>(kE4M3.max / bf16_amax(w, w.size(), w.size())), 1.0f};
+  if (backward) s[FP8_GRAD] = static_cast<float>(kE5M2.max / bf16_amax(tensor_named(m, "dout").values, ldo, gemm_cols));
+  return s;
+}
+
+TEST_P(BackendOps, Fp8Linear) {
+  if (!backend_->fp8_recipe()) GTEST_SKIP() << "backend '" << GetParam() << "' runs no FP8 GEMMs";
+  const std::vector<LinearShape> shapes = {
+      {37, 45, 29, 1, 29, WeightLayout::IN_OUT, Activation::NONE, true},
+      {19, 24, 8, 3, 29, WeightLayout::IN_OUT, Activation::NONE, true},   // fused QKV, wide rows
+      {41, 33, 52, 1, 52, WeightLayout::IN_OUT, Activation::GELU, true},  // the FFN up-projection
+      {23, 31, 17, 1, 17, WeightLayout::OUT_IN, Activation::NONE, false},
+      {128, 768, 3072, 1, 3072, WeightLayout::IN_OUT, Activation::GELU, true},
+  };
+  uint64_t seed = 60;
+  for (const LinearShape& s : shapes) {
+    const size_t cols = static_cast<size_t>(s.groups) * s.O;
+    for (float boost : {1.0f, 8.0f}) {
+      ++seed;
+      auto forward = [&](const Fp8Scales* f) {
+        Gen g(seed);
+        return linear_forward_case(g, s, f);
+      };
+      expect_fp8_conformance(*backend_, *oracle_, *cpu_fp32_, forward, scales_for(forward(nullptr), false, s.ldo, cols, boost),
+                             false, s.ldo, cols);
+      for (bool accumulate : {false, true}) {
+        if (accumulate && s.groups == 1) continue;
+        auto backward = [&](const Fp8Scales* f) {
+          Gen g(seed);
+          return linear_backward_case(g, s, accumulate, Activation::NONE, f);
+        };
+        expect_fp8_conformance(*backend_, *oracle_, *cpu_fp32_, backward,
+                               scales_for(backward(nullptr), true, s.ldo, cols, boost), true, s.ldo, cols);
+      }
+    }
+  }
+  // The FFN down-projection's backward with the GELU backward fused.
+  for (const LinearShape& s : {LinearShape{37, 61, 23, 1, 23, WeightLayout::IN_OUT, Activation::NONE, true},
+                               LinearShape{128, 3072, 768, 1, 768, WeightLayout::IN_OUT, Activation::NONE, true}}) {
+    auto backward = [&](const Fp8Scales* f) {
+      Gen g(70);
+      return linear_backward_case(g, s, false, Activation::GELU, f);
+    };
+    expect_fp8_conformance(*backend_, *oracle_, *cpu_fp32_, backward, scales_for(backward(nullptr), true, s.ldo, s.O),
+                           true, s.ldo, s.O);
+  }
+}
+
+// The scale update is f32 bookkeeping every backend runs: the oracle's results, on histories of random amaxes with
+// zeros among them (test_fp8.cpp checks the rule itself against a written-out reference).
+TEST_P(BackendOps, Fp8ScaleUpdate) {
+  for (int history : {1, 3}) {
+    Gen g(80 + history);
+    const int count = 4 * kFp8Operands;
+    Case c{"fp8_scale_update", "history " + std::to_string(history)};
+    Vec amaxes = g.uniform(static_cast<size_t>(history) * count, 0, 1000);
+    for (size_t i = 0; i < amaxes.size(); i += 5) amaxes[i] = 0;
+    const int scale = c.inout("scale", Kind::F32, g.uniform(count, 0.5, 2));
+    const int hist = c.inout("history", Kind::F32, amaxes);
+    c.run = [=](Backend& be, const std::vector<void*>& t) {
+      be.fp8_scale_update({at<float>(t, scale), at<float>(t, hist), count, history, history == 3 ? 1.0f : 0.0f});
+    };
+    c.rtol = 0;
+    check(c);
+  }
+}
+
 TEST_P(BackendOps, ActivationBackward) {
   for (uint64_t seed : {6, 7}) {
     Gen g(seed);
@@ -1297,6 +1472,7 @@ const char* conformance_test_of(ops::Op op) {
     case ops::Op::GRADIENT_CLIP: case ops::Op::GRADIENT_CLIP_FINISH:
     case ops::Op::GRADIENT_ACCUMULATE: return "GradientClipAndAccumulate";
     case ops::Op::LAMB_MOMENTS: case ops::Op::LAMB_APPLY: return "LambMomentsAndApply";
+    case ops::Op::FP8_SCALE_UPDATE: return "Fp8ScaleUpdate";
   }
   return "";
 }

@@ -3,8 +3,9 @@
 // repeated in one process and across processes; on cpu-async (the cpu backend's work queued as on a GPU: capture,
 // reading ahead, events; with and without random delays) it gives the cpu backend's losses, eval and checkpoint,
 // bit for bit at the same shapes (every batch at full capacity, "static_shapes") and within fp32 rounding of the
-// cpu backend at the batches' own sizes; a training step allocates nothing after the first (after the captures,
-// where the backend captures; on cpu, cpu-async and cpu-bf16); bad configs, bad data and a NaN loss each end
+// cpu backend at the batches' own sizes; cpu-bf16's FP8 twin tracks fp64 within FP8's precision; a training step
+// allocates nothing after the first (after the captures, where the backend captures; on cpu, cpu-async, cpu-bf16 and
+// its FP8 twin); bad configs, bad data and a NaN loss each end
 // `bertperf train` with one line and a non-zero exit.
 #include <gtest/gtest.h>
 
@@ -177,6 +178,31 @@ TEST(Training, Bf16TenStepsTrackFp32DifferFromItAndRerunBitIdentically) {
   fs::remove_all(run.dir);
 }
 
+// The FP8 twin (cpu-bf16 with "precision": "fp8") trains the same run within FP8's precision of fp64: its loss
+// differs from bf16's (the encoder GEMMs run on quantized operands) but stays within E4M3's unit roundoff (2^-4) of
+// the fp64 loss at every step, and a rerun gives the same bits (the scales and amax histories start afresh).
+TEST(Training, Fp8TwinTenStepsTrackFp64AndRerunBitIdentically) {
+  const auto run = testing::write_synthetic_run(scratch("fp8"));
+  TrainConfig config = load_train_config(run.config_path);
+  config.backend.name = "cpu-f64";
+  const auto fp64 = losses(config, 42, 10);
+  config.backend.name = "cpu-bf16";
+  const auto bf16 = losses(config, 42, 10);
+  config.backend = block(R"({"name": "cpu-bf16", "precision": "fp8"})");
+  const auto fp8 = losses(config, 42, 10), again = losses(config, 42, 10);
+  ASSERT_EQ(fp8.size(), 10u);
+  constexpr double kE4m3UnitRoundoff = 1.0 / 16;
+  for (int i = 0; i < 10; ++i) {
+    SCOPED_TRACE("step " + std::to_string(i));
+    EXPECT_EQ(std::memcmp(&fp8[i], &again[i], sizeof(double)), 0) << fp8[i] << " then " << again[i];
+    EXPECT_NE(fp8[i], bf16[i]);
+    EXPECT_LT(std::fabs(fp8[i] - fp64[i]), kE4m3UnitRoundoff * fp64[i]) << "fp8 " << fp8[i] << ", fp64 " << fp64[i];
+    std::printf("[ NOTE     ] step %d: loss fp64 %.6f, bf16 %.6f (%+.2e), fp8 %.6f (%+.2e)\n", i, fp64[i], bf16[i],
+                (bf16[i] - fp64[i]) / fp64[i], fp8[i], (fp8[i] - fp64[i]) / fp64[i]);
+  }
+  fs::remove_all(run.dir);
+}
+
 TEST(Training, TwentyStepTrajectoryIsIdenticalAcrossProcesses) {
   const auto run = testing::write_synthetic_run(scratch("processes"));
   const Command first = run_bertperf("train --config " + run.config_path + " --seed 42 --steps 20", run.dir);
@@ -293,7 +319,8 @@ TEST(Training, StepAllocatesNothingAfterTheFirst) {
   TrainConfig config = load_train_config(run.config_path);
   const Batch batch = first_batch(config);
   const char* const backends[] = {kCpu, kCpuAsync, R"({"name": "cpu-bf16", "threads": 2, "gemm": "emulated"})",
-                                  R"({"name": "cpu-bf16", "threads": 2, "gemm": "auto"})"};
+                                  R"({"name": "cpu-bf16", "threads": 2, "gemm": "auto"})",
+                                  R"({"name": "cpu-bf16", "threads": 2, "gemm": "auto", "precision": "fp8"})"};
   for (const char* backend : backends) {
     config.backend = block(backend);
     const bool onednn_may_allocate = std::strstr(backend, "auto") != nullptr;

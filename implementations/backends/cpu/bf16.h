@@ -15,6 +15,7 @@
 #include <type_traits>
 
 #include "backends/dtype.h"
+#include "core/errors.h"
 
 namespace bertperf::cpu {
 
@@ -79,6 +80,8 @@ void visit_dtype(DType type, F&& f) {
     case DType::F32: f(static_cast<float*>(nullptr)); return;
     case DType::F64: f(static_cast<double*>(nullptr)); return;
     case DType::BF16: f(static_cast<bf16*>(nullptr)); return;
+    case DType::E4M3: case DType::E5M2:  // the FP8 twin keeps its quantized values in bf16 (every one is a bf16)
+      BERT_CHECK(false, "the CPU backends keep no ", dtype_name(type), " memory");
   }
 }
 

@@ -82,7 +82,10 @@ class CpuBackend final : public CpuOpsBackend {
   }
   // The GEMM path is decided (and said on stderr, when emulated) now.
   explicit CpuBackend(const CpuBf16Options& options) requires(kBf16)
-      : threads_(set_cpu_threads(options.threads)), gemms_(std::make_unique<cpu::Bf16GemmContext>(options)) {
+      : threads_(set_cpu_threads(options.threads)),
+        gemms_(std::make_unique<cpu::Bf16GemmContext>(options)),
+        fp8_(options.fp8),
+        fp8_recipe_(options.fp8_recipe) {
     caps_.static_shapes = options.static_shapes;
   }
   int threads() const override { return threads_; }
@@ -91,7 +94,11 @@ class CpuBackend final : public CpuOpsBackend {
   std::string describe() const override {
     const char* shapes = caps_.static_shapes ? "batches at full capacity; " : "";
     if constexpr (kBf16) {
-      return cat(name(), ": bf16 activations and weight copy, fp32 master weights, gradients and moments; ", threads_,
+      const std::string fp8 = fp8_ ? cat("; encoder GEMMs in FP8 (E4M3 forward, E5M2 gradients, delayed scaling, "
+                                         "amax history ", fp8_recipe_.history, ", margin ", fp8_recipe_.margin, ")")
+                                   : "";
+      return cat(name(), ": bf16 activations and weight copy, fp32 master weights, gradients and moments", fp8, "; ",
+                 threads_,
                  " OpenMP threads; ", gemms_->describe(), "; ", shapes, openblas_get_config());
     }
     return cat(name(), ": ", kAct == DType::F32 ? "fp32" : "fp64", " activations, weights and master weights; ",
@@ -107,6 +114,7 @@ class CpuBackend final : public CpuOpsBackend {
   DType act_dtype() const override { return kAct; }
   DType weight_dtype() const override { return kAct; }
   DType master_dtype() const override { return kMaster; }
+  const Fp8Recipe* fp8_recipe() const override { return fp8_ ? &fp8_recipe_ : nullptr; }
   // Synchronous: every call has done its work when it returns (events are already passed when recorded).
   const Capabilities& capabilities() const override { return caps_; }
   std::unique_ptr<Event> make_event() override { return std::make_unique<Event>(); }
@@ -130,6 +138,7 @@ class CpuBackend final : public CpuOpsBackend {
     switch (type) {
       case DType::F32: case DType::F64: return true;
       case DType::BF16: return kBf16;
+      case DType::E4M3: case DType::E5M2: return false;
     }
     return false;
   }
@@ -153,13 +162,26 @@ class CpuBackend final : public CpuOpsBackend {
   }
 
   void linear_forward(const ops::LinearForward& p) override {
-    if constexpr (kBf16) cpu::linear_forward(p, *gemms_);
-    else cpu::linear_forward<T>(p);
+    check_precision(p.precision);
+    if constexpr (kBf16) {
+      if (!p.precision.scale) return cpu::linear_forward(p, *gemms_);
+      const cpu::Fp8Work work = fp8_work(p.N, p.I, p.O, p.groups, p.ldo);
+      cpu::linear_forward(p, *gemms_, &work);
+    } else {
+      cpu::linear_forward<T>(p);
+    }
   }
   void linear_backward(const ops::LinearBackward& p) override {
-    if constexpr (kBf16) cpu::linear_backward(p, *gemms_);
-    else cpu::linear_backward<T>(p);
+    check_precision(p.precision);
+    if constexpr (kBf16) {
+      if (!p.precision.scale) return cpu::linear_backward(p, *gemms_);
+      const cpu::Fp8Work work = fp8_work(p.N, p.I, p.O, p.groups, p.ldo);
+      cpu::linear_backward(p, *gemms_, &work);
+    } else {
+      cpu::linear_backward<T>(p);
+    }
   }
+  void fp8_scale_update(const ops::Fp8ScaleUpdate& p) override { cpu::fp8_scale_update(p); }
   void activation_backward(const ops::ActivationBackward& p) override { cpu::activation_backward<T>(p); }
   void embedding_forward(const ops::EmbeddingForward& p) override { cpu::embedding_forward<T>(p); }
   void embedding_backward(const ops::EmbeddingBackward& p) override { cpu::embedding_backward<T>(p); }
@@ -199,6 +221,17 @@ class CpuBackend final : public CpuOpsBackend {
     return {scratch_.as<double>(n), n};
   }
 
+  void check_precision(const ops::GemmPrecision& precision) const {
+    BERT_CHECK(!precision.scale || fp8_, "the ", name(), " backend runs no FP8 GEMMs (cpu-bf16 with \"precision\": "
+               "\"fp8\" does)");
+  }
+  // The FP8 twin's working memory for a linear op of these sizes (grown on a larger call).
+  cpu::Fp8Work fp8_work(int N, int I, int O, int groups, int ldo) {
+    const size_t rows = static_cast<size_t>(N), out = ldo ? ldo : static_cast<size_t>(groups) * O;
+    return {fp8_inp_.as<cpu::bf16>(rows * I), fp8_weight_.as<cpu::bf16>(static_cast<size_t>(groups) * I * O),
+            fp8_dout_.as<cpu::bf16>(rows * out)};
+  }
+
   int threads_;
   Capabilities caps_;
   // Per-row and per-chunk partial sums of the ops that reduce in order; grown only when a larger call comes (a
@@ -207,6 +240,12 @@ class CpuBackend final : public CpuOpsBackend {
   ScratchBuffer<HostAllocator> scratch_{{}, never_captured_, "cpu backend's partial-sum"};
   // cpu-bf16's GEMMs: the path, oneDNN's primitives and the buffers they work in (null for fp32 and fp64).
   std::unique_ptr<cpu::Bf16GemmContext> gemms_;
+  // The FP8 twin (cpu-bf16's "precision": "fp8"): its recipe and the quantized operands of the linear ops.
+  bool fp8_ = false;
+  Fp8Recipe fp8_recipe_;
+  ScratchBuffer<HostAllocator> fp8_inp_{{}, never_captured_, "FP8 input"};
+  ScratchBuffer<HostAllocator> fp8_weight_{{}, never_captured_, "FP8 weight"};
+  ScratchBuffer<HostAllocator> fp8_dout_{{}, never_captured_, "FP8 gradient"};
 };
 
 }  // namespace
@@ -221,8 +260,9 @@ std::unique_ptr<CpuOpsBackend> make_cpu_backend(DType dtype, int threads, bool s
       options.static_shapes = static_shapes;
       return make_cpu_bf16_backend(options);
     }
+    case DType::E4M3: case DType::E5M2: break;  // FP8 is a precision of cpu-bf16 (its option "precision")
   }
-  return nullptr;
+  BERT_CHECK(false, "no CPU backend keeps its activations in ", dtype_name(dtype));
 }
 
 std::unique_ptr<CpuOpsBackend> make_cpu_bf16_backend(const CpuBf16Options& options) {

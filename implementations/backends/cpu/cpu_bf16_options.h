@@ -8,7 +8,10 @@
 //     "isa": "avx512_bf16" | "amx" (optional, default "avx512_bf16": oneDNN capped at AVX512-BF16, whose
 //            instruction sums in the order gemm_bf16.h defines; "amx": AMX allowed, faster on Intel Sapphire Rapids
 //            and later, but its tile instruction sums pairs in another order, so the bits differ from the
-//            emulation there; oneDNN is used all the same unless "gemm" is "emulated", and the backend says so) }
+//            emulation there; oneDNN is used all the same unless "gemm" is "emulated", and the backend says so),
+//     "precision": "bf16" | "fp8", "fp8_history", "fp8_margin" (optional, backends/fp8.h: read_fp8_recipe; "fp8" is
+//                  the FP8 twin: the encoder's linear layers quantize as the GPU's FP8 GEMMs do, ops.h's FP8 column,
+//                  and run the same bf16 GEMMs on the quantized values) }
 // oneDNN fixes its ISA for the whole process when its first primitive is made, so every cpu-bf16 backend of one
 // process must ask for the same "isa" (a second one that asks otherwise is an input error).
 #pragma once
@@ -16,6 +19,7 @@
 #include <string>
 
 #include "backends/cpu/cpu_options.h"
+#include "backends/fp8.h"
 #include "core/json_fields.h"
 
 namespace bertperf {
@@ -28,6 +32,8 @@ struct CpuBf16Options {
   bool static_shapes = false;
   Bf16GemmChoice gemm = Bf16GemmChoice::AUTO;
   Bf16Isa isa = Bf16Isa::AVX512_BF16;
+  bool fp8 = false;
+  Fp8Recipe fp8_recipe;
 
   // Reads the fields it knows from `fields`; the caller rejects the rest.
   static CpuBf16Options read(JsonFields& fields) {
@@ -45,6 +51,7 @@ struct CpuBf16Options {
     if (isa == "avx512_bf16") o.isa = Bf16Isa::AVX512_BF16;
     else if (isa == "amx") o.isa = Bf16Isa::AMX;
     else throw_input(where, "field 'isa' must be \"avx512_bf16\" or \"amx\", got \"" + isa + "\"");
+    o.fp8 = read_fp8_recipe(fields, &o.fp8_recipe);
     return o;
   }
 };

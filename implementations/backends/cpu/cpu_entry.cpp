@@ -30,6 +30,7 @@ std::vector<BackendEntry> cpu_entries() {
                  const CpuBf16Options o = CpuBf16Options::read(f);
                  return [o](const Placement&) -> std::unique_ptr<Backend> { return make_cpu_bf16_backend(o); };
                }});
+  e.back().info.test_variants = {{"precision=fp8"}};  // the FP8 twin (Fp8Linear; every other op as cpu-bf16)
   e.push_back({{"cpu-async", "the cpu backend's work (with \"bf16\": cpu-bf16's) queued on a thread, with a GPU's asynchrony",
                 DType::F32, DType::F32, DType::F32, true, true},
                [](JsonFields& f) {

@@ -82,14 +82,22 @@ template <typename T>
 void lamb_moments(const ops::LambMoments& p, std::span<double> scratch);
 template <typename T>
 void lamb_apply(const ops::LambApply& p);
+void fp8_scale_update(const ops::Fp8ScaleUpdate& p);  // f32 bookkeeping, the same for every backend
 
 // The bf16 backend's specialisations (gather_forward, cross-entropy and lamb_apply are the generic templates
 // instantiated for bf16; clipping, accumulation and lamb_moments run on F = fp32 as their float versions). Its
 // attention saves and works in fp32 (attention_saved_elements() floats).
 // Its linear layers run their products on the backend's GEMM context (gemm_bf16.h).
+// With `fp8` (the FP8 twin, an op whose precision has a scale) they quantize their operands into it first, as ops.h's
+// FP8 column says: room for the input (N, I), the weight (groups x I x O) and the output's gradient (N, ldo).
 class Bf16GemmContext;
-void linear_forward(const ops::LinearForward& p, Bf16GemmContext& gemms);
-void linear_backward(const ops::LinearBackward& p, Bf16GemmContext& gemms);
+struct Fp8Work {
+  bf16* inp;
+  bf16* weight;
+  bf16* dout;
+};
+void linear_forward(const ops::LinearForward& p, Bf16GemmContext& gemms, const Fp8Work* fp8 = nullptr);
+void linear_backward(const ops::LinearBackward& p, Bf16GemmContext& gemms, const Fp8Work* fp8 = nullptr);
 template <> void activation_backward<bf16>(const ops::ActivationBackward& p);
 template <> void embedding_forward<bf16>(const ops::EmbeddingForward& p);
 template <> void embedding_backward<bf16>(const ops::EmbeddingBackward& p);
@@ -148,6 +156,10 @@ template <typename T>
 void gather_rows_forward(T* out, const T* inp, const int32_t* rows, int M, int C);
 template <typename T>
 void gather_rows_backward(T* dinp, const T* dout, const int32_t* rows, int M, int C);
+
+// dst = the value of fp8(src * scale) in `format` (E4M3 or E5M2: backends/fp8.h's rounding, as bf16, which holds it
+// exactly) over `rows` rows of `cols` (row strides ldd and lds); returns max |src| over them.
+float quantize_fp8(bf16* dst, size_t ldd, const bf16* src, size_t lds, int rows, int cols, float scale, DType format);
 
 // The index of the first maximum of each row of V (row stride ld).
 template <typename T>

@@ -8,6 +8,7 @@
 #include "backends/cpu/cpu_math.h"
 #include "backends/cpu/cpu_ops.h"
 #include "backends/cpu/gemm_bf16.h"
+#include "backends/fp8.h"
 #include "backends/kernel_math.h"
 
 namespace bertperf::cpu {
@@ -171,15 +172,40 @@ void linear_backward(const ops::LinearBackward& p) {
 // GELU backward fused, bf16(acc * gelu'(pre)) (cuBLASLt's DGELU); with tanh, bf16(bf16(acc) * (1 - y^2)); dweight
 // += acc in fp32; bias gradients are fp32 column sums of the bf16 rows.
 
-void linear_forward(const ops::LinearForward& p, Bf16GemmContext& gemms) {
+namespace {
+
+// The FP8 twin (ops.h's FP8 column): operands quantized into the twin's working memory, then the bf16 GEMMs on them
+// with the product's scale (the inverses of the operands' scales) applied to the fp32 sum before the epilogue.
+// Without a precision the operands are the op's own and the scale 1 (a multiplication by 1 changes no bit).
+struct Operands {
+  const bf16* inp;
+  const bf16* weight;
+  size_t weight_stride;
+  const bf16* dout;
+};
+
+float inverse(float scale) { return 1.0f / scale; }
+
+// The weight's groups quantized one after another (weight_stride I * O); returns their amax.
+float quantize_weight(bf16* dst, const void* weight, size_t stride, int groups, int I, int O, float scale) {
+  float amax = 0;
+  for (int g = 0; g < groups; ++g)
+    amax = std::max(amax, quantize_fp8(dst + static_cast<size_t>(g) * I * O, O, static_cast<const bf16*>(weight) + g * stride,
+                                       O, I, O, scale, fp8_type(FP8_WEIGHT)));
+  return amax;
+}
+
+void record(float* amax, int operand, float value) {
+  if (amax) amax[operand] = std::max(amax[operand], value);
+}
+
+void linear_forward_on(const ops::LinearForward& p, Bf16GemmContext& gemms, const Operands& x, float scale) {
   const int N = p.N, I = p.I, O = p.O, G = p.groups;
   const size_t ldo = p.ldo ? p.ldo : static_cast<size_t>(G) * O;
-  BERT_CHECK(G >= 1 && ldo >= static_cast<size_t>(G) * O, "linear: ", G, " groups of ", O, " columns in rows of ", ldo);
-  BERT_CHECK(p.act != Activation::GELU || p.pre, "linear: GELU needs its pre-activation buffer");
   const bool out_in = p.layout == WeightLayout::OUT_IN;
-  const bf16* inp = static_cast<const bf16*>(p.inp);
+  const bf16* inp = x.inp;
   for (int g = 0; g < G; ++g) {
-    const bf16* weight = static_cast<const bf16*>(p.weight) + g * p.weight_stride;
+    const bf16* weight = x.weight + g * x.weight_stride;
     const bf16* bias = p.bias ? static_cast<const bf16*>(p.bias) + g * p.bias_stride : nullptr;
     bf16* out = static_cast<bf16*>(p.out) + static_cast<size_t>(g) * O;
     bf16* pre = p.pre ? static_cast<bf16*>(p.pre) + static_cast<size_t>(g) * O : nullptr;
@@ -197,23 +223,23 @@ void linear_forward(const ops::LinearForward& p, Bf16GemmContext& gemms) {
             case Activation::NONE:
               if (bias) {
 #pragma omp simd
-                for (int c = 0; c < w; ++c) o[c] = to_bf16(a[c] + b[c]);
+                for (int c = 0; c < w; ++c) o[c] = to_bf16(a[c] * scale + b[c]);
               } else {
 #pragma omp simd
-                for (int c = 0; c < w; ++c) o[c] = to_bf16(a[c]);
+                for (int c = 0; c < w; ++c) o[c] = to_bf16(a[c] * scale);
               }
               break;
             case Activation::GELU:
 #pragma omp simd
               for (int c = 0; c < w; ++c) {
-                const float x = a[c] + b[c];
+                const float x = a[c] * scale + b[c];
                 pre[at + c] = to_bf16(x);
                 o[c] = to_bf16(kmath::gelu(x, FastTanh{}));
               }
               break;
             case Activation::TANH:
 #pragma omp simd
-              for (int c = 0; c < w; ++c) o[c] = to_bf16(tanh_approx(round_to_bf16(a[c] + b[c])));
+              for (int c = 0; c < w; ++c) o[c] = to_bf16(tanh_approx(round_to_bf16(a[c] * scale + b[c])));
               break;
           }
         }
@@ -222,17 +248,17 @@ void linear_forward(const ops::LinearForward& p, Bf16GemmContext& gemms) {
   }
 }
 
-void linear_backward(const ops::LinearBackward& p, Bf16GemmContext& gemms) {
+// dinp from x.dout and x.weight (sum scaled by dinp_scale), dweight from x.inp and x.dout (by dweight_scale), bias
+// gradients from the op's own dout.
+void linear_backward_on(const ops::LinearBackward& p, Bf16GemmContext& gemms, const Operands& x, float dinp_scale,
+                        float dweight_scale) {
   const int N = p.N, I = p.I, O = p.O, G = p.groups;
   const int ldo = p.ldo ? p.ldo : G * O;
-  BERT_CHECK(G >= 1 && ldo >= G * O, "linear backward: ", G, " groups of ", O, " columns in rows of ", ldo);
-  BERT_CHECK(p.dinp_act == Activation::NONE || (!p.accumulate_dinp && p.dinp_act_saved),
-             "linear backward: a fused activation backward overwrites dinp and needs its saved tensor");
-  BERT_CHECK(p.dinp_act == Activation::NONE || G == 1, "linear backward: a fused activation backward needs one group");
   const bool out_in = p.layout == WeightLayout::OUT_IN;
-  const bf16* dout = static_cast<const bf16*>(p.dout);
-  const bf16* inp = static_cast<const bf16*>(p.inp);
-  auto weight = [&](int g) { return static_cast<const bf16*>(p.weight) + g * p.weight_stride; };
+  const bf16* dout = x.dout;
+  const bf16* inp = x.inp;
+  auto weight = [&](int g) { return x.weight + g * x.weight_stride; };
+  const float scale = dinp_scale;
   if (p.dinp) {
     // dinp (N, I) = sum over groups of dout_g (N, O) . W_g^T, rounded to bf16 after each group.
     bf16* dinp = static_cast<bf16*>(p.dinp);
@@ -247,17 +273,18 @@ void linear_backward(const ops::LinearBackward& p, Bf16GemmContext& gemms) {
           bf16* d = dinp + at;
           if (p.dinp_act == Activation::GELU) {
 #pragma omp simd
-            for (int c = 0; c < cols; ++c) d[c] = to_bf16(a[c] * kmath::gelu_grad(to_float(saved[at + c]), FastTanh{}));
+            for (int c = 0; c < cols; ++c)
+              d[c] = to_bf16(a[c] * scale * kmath::gelu_grad(to_float(saved[at + c]), FastTanh{}));
           } else if (p.dinp_act == Activation::TANH) {
 #pragma omp simd
             for (int c = 0; c < cols; ++c)
-              d[c] = to_bf16(round_to_bf16(a[c]) * kmath::tanh_grad_from_output(to_float(saved[at + c])));
+              d[c] = to_bf16(round_to_bf16(a[c] * scale) * kmath::tanh_grad_from_output(to_float(saved[at + c])));
           } else if (add) {
 #pragma omp simd
-            for (int c = 0; c < cols; ++c) d[c] = to_bf16(a[c] + to_float(d[c]));
+            for (int c = 0; c < cols; ++c) d[c] = to_bf16(a[c] * scale + to_float(d[c]));
           } else {
 #pragma omp simd
-            for (int c = 0; c < cols; ++c) d[c] = to_bf16(a[c]);
+            for (int c = 0; c < cols; ++c) d[c] = to_bf16(a[c] * scale);
           }
         }
       });
@@ -278,12 +305,60 @@ void linear_backward(const ops::LinearBackward& p, Bf16GemmContext& gemms) {
           const float* a = acc + static_cast<size_t>(r) * ld;
           float* d = dweight + static_cast<size_t>(m0 + r) * cols_total + n0;
 #pragma omp simd
-          for (int c = 0; c < cols; ++c) d[c] += a[c];
+          for (int c = 0; c < cols; ++c) d[c] += a[c] * dweight_scale;
         }
       });
     }
-    if (p.dbias) add_column_sums(static_cast<float*>(p.dbias) + g * p.bias_stride, dout_g, N, O, ldo);
+    if (p.dbias)
+      add_column_sums(static_cast<float*>(p.dbias) + g * p.bias_stride, static_cast<const bf16*>(p.dout) + g * O, N, O,
+                      ldo);
   }
+}
+
+}  // namespace
+
+void linear_forward(const ops::LinearForward& p, Bf16GemmContext& gemms, const Fp8Work* fp8) {
+  const int N = p.N, I = p.I, O = p.O, G = p.groups;
+  const size_t ldo = p.ldo ? p.ldo : static_cast<size_t>(G) * O;
+  BERT_CHECK(G >= 1 && ldo >= static_cast<size_t>(G) * O, "linear: ", G, " groups of ", O, " columns in rows of ", ldo);
+  BERT_CHECK(p.act != Activation::GELU || p.pre, "linear: GELU needs its pre-activation buffer");
+  const float* s = p.precision.scale;
+  if (!s) {
+    linear_forward_on(p, gemms, {static_cast<const bf16*>(p.inp), static_cast<const bf16*>(p.weight), p.weight_stride,
+                                 nullptr}, 1.0f);
+    return;
+  }
+  BERT_CHECK(fp8, "linear: an FP8 precision on a backend without an FP8 recipe");
+  record(p.precision.amax, FP8_INPUT,
+         quantize_fp8(fp8->inp, I, static_cast<const bf16*>(p.inp), I, N, I, s[FP8_INPUT], fp8_type(FP8_INPUT)));
+  record(p.precision.amax, FP8_WEIGHT, quantize_weight(fp8->weight, p.weight, p.weight_stride, G, I, O, s[FP8_WEIGHT]));
+  linear_forward_on(p, gemms, {fp8->inp, fp8->weight, static_cast<size_t>(I) * O, nullptr},
+                    inverse(s[FP8_INPUT]) * inverse(s[FP8_WEIGHT]));
+}
+
+void linear_backward(const ops::LinearBackward& p, Bf16GemmContext& gemms, const Fp8Work* fp8) {
+  const int N = p.N, I = p.I, O = p.O, G = p.groups;
+  const int ldo = p.ldo ? p.ldo : G * O;
+  BERT_CHECK(G >= 1 && ldo >= G * O, "linear backward: ", G, " groups of ", O, " columns in rows of ", ldo);
+  BERT_CHECK(p.dinp_act == Activation::NONE || (!p.accumulate_dinp && p.dinp_act_saved),
+             "linear backward: a fused activation backward overwrites dinp and needs its saved tensor");
+  BERT_CHECK(p.dinp_act == Activation::NONE || G == 1, "linear backward: a fused activation backward needs one group");
+  const float* s = p.precision.scale;
+  if (!s) {
+    linear_backward_on(p, gemms, {static_cast<const bf16*>(p.inp), static_cast<const bf16*>(p.weight), p.weight_stride,
+                                  static_cast<const bf16*>(p.dout)}, 1.0f, 1.0f);
+    return;
+  }
+  BERT_CHECK(fp8, "linear backward: an FP8 precision on a backend without an FP8 recipe");
+  record(p.precision.amax, FP8_GRAD,
+         quantize_fp8(fp8->dout, ldo, static_cast<const bf16*>(p.dout), ldo, N, G * O, s[FP8_GRAD], fp8_type(FP8_GRAD)));
+  // The forward's operands again, with the forward's scales (no amax: the forward recorded them).
+  if (p.dweight)
+    quantize_fp8(fp8->inp, I, static_cast<const bf16*>(p.inp), I, N, I, s[FP8_INPUT], fp8_type(FP8_INPUT));
+  if (p.dinp) quantize_weight(fp8->weight, p.weight, p.weight_stride, G, I, O, s[FP8_WEIGHT]);
+  const float g = inverse(s[FP8_GRAD]);
+  linear_backward_on(p, gemms, {fp8->inp, fp8->weight, static_cast<size_t>(I) * O, fp8->dout},
+                     g * inverse(s[FP8_WEIGHT]), inverse(s[FP8_INPUT]) * g);
 }
 
 #define BERTPERF_INSTANTIATE(T)                                                                 \

@@ -223,6 +223,7 @@ class CudaBackend final : public Backend {
   void gradient_accumulate(const ops::GradientAccumulate& p) override { cuda::gradient_accumulate(ctx_, p); }
   void lamb_moments(const ops::LambMoments& p) override { cuda::lamb_moments(ctx_, *scratch_, p); }
   void lamb_apply(const ops::LambApply& p) override { cuda::lamb_apply(ctx_, p); }
+  void fp8_scale_update(const ops::Fp8ScaleUpdate& p) override { cuda::fp8_scale_update(ctx_, p); }
 
  private:
   static bool is_pinned(const void* p) {

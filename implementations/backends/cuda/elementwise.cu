@@ -110,6 +110,8 @@ void convert_from(CudaContext& ctx, D* dst, const void* src, DType src_type, siz
     case DType::F32: convert_kernel<<<blocks, kThreads, 0, ctx.stream>>>(dst, static_cast<const float*>(src), n); break;
     case DType::F64: convert_kernel<<<blocks, kThreads, 0, ctx.stream>>>(dst, static_cast<const double*>(src), n); break;
     case DType::BF16: convert_kernel<<<blocks, kThreads, 0, ctx.stream>>>(dst, static_cast<const bf16*>(src), n); break;
+    case DType::E4M3: case DType::E5M2:
+      BERT_CHECK(false, "no plain conversion from ", dtype_name(src_type), ": FP8 values are cast with their scales");
   }
   CUDA_CHECK_LAUNCH();
 }
@@ -184,6 +186,8 @@ void convert(CudaContext& ctx, void* dst, DType dst_type, const void* src, DType
     case DType::F32: convert_from(ctx, static_cast<float*>(dst), src, src_type, n); return;
     case DType::F64: convert_from(ctx, static_cast<double*>(dst), src, src_type, n); return;
     case DType::BF16: convert_from(ctx, static_cast<bf16*>(dst), src, src_type, n); return;
+    case DType::E4M3: case DType::E5M2:
+      BERT_CHECK(false, "no plain conversion to ", dtype_name(dst_type), ": FP8 values are cast with their scales");
   }
 }
 

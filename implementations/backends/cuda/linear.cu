@@ -182,6 +182,7 @@ void linear_forward(CudaContext& ctx, GemmRunner& gemm, bool own_gelu, const ops
   const int ldo = p.ldo ? p.ldo : G * O;
   BERT_CHECK(G >= 1 && ldo >= G * O, "linear: ", G, " groups of ", O, " columns in rows of ", ldo);
   BERT_CHECK(p.act != ops::Activation::GELU || p.pre, "linear: GELU needs its pre-activation buffer");
+  BERT_CHECK(!p.precision.scale, "the CUDA backend runs no FP8 GEMMs yet (it has no FP8 recipe)");
   if (N <= 0) return;
   // cuBLASLt's GELU epilogue wants its aux matrix's leading dimension a multiple of 8 and 16-byte aligned.
   bool lt_gelu = p.act == ops::Activation::GELU && !own_gelu && G == 1 && ldo % 8 == 0 && aligned16(p.pre);
@@ -227,6 +228,7 @@ void linear_backward(CudaContext& ctx, GemmRunner& gemm, OpScratch& scratch, boo
   BERT_CHECK(G >= 1 && ldo >= G * O, "linear backward: ", G, " groups of ", O, " columns in rows of ", ldo);
   BERT_CHECK(p.dinp_act == ops::Activation::NONE || (!p.accumulate_dinp && p.dinp_act_saved),
              "linear backward: a fused activation backward overwrites dinp and needs its saved tensor");
+  BERT_CHECK(!p.precision.scale, "the CUDA backend runs no FP8 GEMMs yet (it has no FP8 recipe)");
   if (N <= 0) return;
   const bf16* dout = static_cast<const bf16*>(p.dout);
   if (p.dinp) {

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "backends/cuda/cuda_common.cuh"
+#include "backends/fp8.h"
 
 namespace bertperf::cuda {
 
@@ -245,6 +246,23 @@ void lamb_apply(CudaContext& ctx, const ops::LambApply& p) {
                         p.epsilon,
                         p.weight_decay};
   lamb_apply_kernel<<<p.chunks.count, kThreads, 0, ctx.stream>>>(a);
+  CUDA_CHECK_LAUNCH();
+}
+
+namespace {
+
+__global__ void fp8_scale_update_kernel(ops::Fp8ScaleUpdate p) {
+  const size_t t = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (t < static_cast<size_t>(p.count))
+    kmath::delayed_scaling_update(p.scale, p.history, p.count, t, p.history_len, p.margin);
+}
+
+}  // namespace
+
+void fp8_scale_update(CudaContext& ctx, const ops::Fp8ScaleUpdate& p) {
+  BERT_CHECK(p.count >= 0 && p.history_len >= 1, "fp8 scale update of ", p.count, " tensors, history ", p.history_len);
+  if (p.count == 0) return;
+  fp8_scale_update_kernel<<<ceil_div(p.count, kThreads), kThreads, 0, ctx.stream>>>(p);
   CUDA_CHECK_LAUNCH();
 }
 

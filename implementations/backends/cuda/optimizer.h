@@ -16,5 +16,7 @@ void gradient_clip_finish(CudaContext& ctx, const ops::GradientClipFinish& p);
 void gradient_accumulate(CudaContext& ctx, const ops::GradientAccumulate& p);
 void lamb_moments(CudaContext& ctx, OpScratch& scratch, const ops::LambMoments& p);
 void lamb_apply(CudaContext& ctx, const ops::LambApply& p);
+// FP8 delayed scaling (backends/fp8.h): one thread per tensor, kmath::delayed_scaling_update.
+void fp8_scale_update(CudaContext& ctx, const ops::Fp8ScaleUpdate& p);
 
 }  // namespace bertperf::cuda
