@@ -229,4 +229,10 @@ void OpCostRecorder::lamb_apply(const ops::LambApply& p) {
   note(ops::op_name(ops::Op::LAMB_APPLY), cat(size_t(n), " elements"), 0, 4 * n * f_ + (p.weights ? n * w_ : 0));
 }
 
+void OpCostRecorder::fp8_scale_update(const ops::Fp8ScaleUpdate& p) {
+  // the amax history read and shifted, the scales read and written (f32)
+  const double n = double(p.count);
+  note(ops::op_name(ops::Op::FP8_SCALE_UPDATE), cat(p.count, " scales"), 0, 4.0 * n * (2.0 * p.history_len + 2.0));
+}
+
 }  // namespace bertperf

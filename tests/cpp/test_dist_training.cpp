@@ -163,11 +163,12 @@ void run_cases(const std::string& launch, int ranks, const fs::path& dir, int no
     const Trained many =
         train(launch, setup.config(c.name, ranks, 4 / ranks, c.after_reduction, c.reduction), dir, c.name);
     EXPECT_NE(many.err.find(c.described), std::string::npos) << c.name << ": " << many.err;
-    if (std::string(c.name) == "hierarchical")  // the hierarchy's groups follow the nodes
+    if (std::string(c.name) == "hierarchical") {  // the hierarchy's groups follow the nodes
       EXPECT_NE(many.err.find(cat("inside each of ", nodes, " node", nodes == 1 ? "" : "s", " of ", ranks / nodes,
                                   " ranks")),
                 std::string::npos)
           << many.err;
+    }
     expect_same_training(one[c.after_reduction], many, c.name);
   }
 }

@@ -59,7 +59,7 @@ class GpuStep : public ::testing::TestWithParam<std::string> {
   }
   // The backend for the bit-identity tests: with the options under which it declares every op deterministic.
   BackendSpec reproducible() const {
-    const std::vector<std::string> options = reproducible_options(make()->capabilities());
+    const std::vector<std::string> options = testing::reproducible_options(make()->capabilities());
     if (!options.empty()) {
       std::printf("%s declares ops non-deterministic: the runs use %s\n", GetParam().c_str(), options[0].c_str());
       EXPECT_TRUE(make(options)->capabilities().nondeterministic.empty())
