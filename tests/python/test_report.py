@@ -592,7 +592,7 @@ def test_plot_titles_fit_their_figures(tmp_path):
     from bertperf_compliance.report.plots import (_accuracy_figure, _interval_figure, _throughput_figure,
                                                   _time_figure)
     original = RESULTS / "v4.0" / "NVIDIA"
-    rerun = _slowed_copy(original, tmp_path / ("a-rerun-in-a-folder-with-a-long-name-" * 2) / "rerun", 1.0)
+    rerun = _slowed_copy(original, tmp_path / "a-rerun-beside-its-baseline-in-a-folder-with-a-long-name" / "rerun", 1.0)
     sets = find_result_sets([str(original), str(rerun)])
     for figure in (_accuracy_figure(sets, 0.72), _time_figure(sets), _throughput_figure(sets),
                    _interval_figure(sets)):
