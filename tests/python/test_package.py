@@ -314,12 +314,17 @@ def test_an_existing_package_is_not_overwritten(fresh_set, clone, tmp_path):
 # ---- the committed mini set ---------------------------------------------------------------------------------
 
 def test_the_committed_mini_set_packaged_from_a_fresh_clone_passes(clone, tmp_path):
-    """Its logs predate the commit lines: --legacy-logs names the code, and every log's hyperparameters
-    are still checked against the mini config at that commit."""
+    """Its logs name the commit that built them, a commit of this repository: packaged from a fresh clone with no
+    --legacy-logs, the code is that commit's, and every log's hyperparameters are checked against the mini config
+    at that commit."""
     if not (MINI / "results").is_dir():
         pytest.skip("no committed mini result set")
+    logged = {r["value"] for log in (MINI / "results").glob("*/bert/result_*.txt") for r in records(log)
+              if r["key"] == "bertperf_commit"}
+    assert len(logged) == 1, f"the committed mini set's runs name {sorted(logged)}: one commit expected"
+    (commit,) = logged
     out = tmp_path / "out"
-    rc, stdout, stderr = package(clone / "results" / "mini_cpu_2c", out, clone, "--legacy-logs", "HEAD",
+    rc, stdout, stderr = package(clone / "results" / "mini_cpu_2c", out, clone,
                                  "--config", "cpu_2c=benchmarks/bert/mini/cpu_2c.json",
                                  "--rcp-reference", str(clone / MINI_REFERENCE.relative_to(REPO)))
     assert rc == 0, stdout[-4000:] + stderr[-4000:]
@@ -329,8 +334,7 @@ def test_the_committed_mini_set_packaged_from_a_fresh_clone_passes(clone, tmp_pa
     assert check_package(str(copy), "5.0.0").passed
     assert "official result summarizer (mlperf-logging" in stdout and "): PASS" in stdout
     readme = (org / "benchmarks" / "bert" / "implementations" / IMPL / "README.md").read_text()
-    assert "--legacy-logs" in readme and "scripts/mini.sh" in readme
-    assert git(clone, "rev-parse", "HEAD").strip() in readme
+    assert "scripts/mini.sh" in readme and commit in readme
 
 
 def test_refuses_a_config_other_than_the_one_the_runs_name(fresh_set, clone, tmp_path):
