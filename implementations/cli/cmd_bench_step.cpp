@@ -169,14 +169,9 @@ BackendSpec bench_backend(const Options& opt, const BackendSpec& wanted) {
   block["name"] = opt.get("backend").value_or(wanted.name);
   block["capture"] = wanted.capture && !opt.flag("eager");
   if (opt.get("threads")) block["threads"] = opt.integer("threads", 0, 0, 1024);
-  if (auto extra = opt.get("backend-options")) {
-    std::vector<std::string> pairs;
-    for (size_t at = 0; at <= extra->size();) {
-      const size_t comma = std::min(extra->find(',', at), extra->size());
-      pairs.push_back(extra->substr(at, comma - at));
-      at = comma + 1;
-    }
-    const BackendSpec extra_spec = backend_spec(block["name"].get<std::string>(), pairs, "option --backend-options");
+  if (opt.get("backend-options")) {
+    const BackendSpec extra_spec =
+        backend_spec(block["name"].get<std::string>(), opt.list("backend-options"), "option --backend-options");
     for (auto it = extra_spec.options.begin(); it != extra_spec.options.end(); ++it) block[it.key()] = it.value();
   }
   return parse_backend_spec(block, "command line: backend");
