@@ -33,7 +33,8 @@ int cmd_train(const Args& args, DistContext& dist) {
 
   TrainSession session(config, static_cast<uint64_t>(seed), dist);
   if (dist.size() > 1 || config.reduction.shard_optimizer)
-    std::cerr << cat("bertperf train: rank ", dist.rank(), ": reduction: ", session.reduction_description(), "\n");  // one write
+    std::cerr << cat("bertperf train: rank ", dist.rank(), ": reduction: ", session.reduction_description(),
+                     "\nbertperf train: rank ", dist.rank(), ": step: ", session.capture_description(), "\n");  // one write
   const TrainProgress done = session.train_until(target, [&dist](const TrainProgress& p) {
     if (!dist.is_root()) return;
     // 9 significant digits print an fp32 loss exactly, so runs can be compared as text.

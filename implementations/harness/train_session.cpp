@@ -158,6 +158,8 @@ std::string TrainSession::reduction_description() const {
   return stack.reducer().describe() + line;
 }
 
+std::string TrainSession::capture_description() const { return impl_->stack.step().describe_capture(); }
+
 std::vector<std::string> TrainSession::tensor_names() const {
   std::vector<std::string> names;
   for (const TensorInfo& t : impl_->stack.table().tensors()) names.push_back(t.name);

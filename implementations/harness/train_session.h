@@ -58,6 +58,8 @@ class TrainSession {
   std::vector<std::pair<std::string, std::string>> library_versions() const;
   // The gradient reducer's one-line description and the optimizer-state memory on this rank.
   std::string reduction_description() const;
+  // Whether the step is captured, and why not where it is not (TrainStep::describe_capture).
+  std::string capture_description() const;
 
  private:
   struct Impl;

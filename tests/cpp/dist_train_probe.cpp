@@ -49,7 +49,7 @@ int train(DistContext& dist, const std::string& config_path, int steps, const st
 
   TrainStack stack(stack_spec(c, 7, data.capacity), dist);
   std::cerr << cat("rank ", r, ": reduction: ", stack.reducer().describe(), "; LAMB state ", stack.lamb().state_bytes(),
-                   " bytes\n");
+                   " bytes; step: ", stack.step().describe_capture(), "\n");
 
   testing::StagedSteps staged(stack, std::move(batches), n);
   for (int s = 0; s < steps; ++s) {
@@ -58,6 +58,7 @@ int train(DistContext& dist, const std::string& config_path, int steps, const st
     dist.allreduce_sum(&loss, 1);
     if (dist.is_root()) std::printf("step %d loss %.17g\n", s + 1, loss / (n * W));
   }
+  if (stack.step().captured()) std::cerr << cat("rank ", r, ": replayed captured steps\n");
   FlatTensors host(stack.table());
   stack.params().download(host);
   if (dist.is_root()) {
@@ -72,12 +73,8 @@ int train(DistContext& dist, const std::string& config_path, int steps, const st
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::unique_ptr<DistContext> dist;
-  try {
-    dist = DistContext::create();
+  return run_job("dist_train_probe", [&](DistContext& dist) {
     if (argc != 4) throw_input("command line", "usage: dist_train_probe CONFIG STEPS OUT");
-    return train(*dist, argv[1], std::stoi(argv[2]), argv[3]);
-  } catch (...) {
-    return report_failure("dist_train_probe", dist.get());
-  }
+    return train(dist, argv[1], std::stoi(argv[2]), argv[3]);
+  });
 }

@@ -16,6 +16,7 @@
 #include "core/errors.h"
 #include "core/hdf5.h"
 #include "model/bert_params.h"
+#include "input_error.h"
 #include "temp_dir.h"
 #include "tiny_bert.h"
 
@@ -53,14 +54,7 @@ class CheckpointTest : public ::testing::Test {
 
   void expect_load_error(const std::string& file, std::initializer_list<std::string> parts) {
     FlatTensors loaded(table_);
-    try {
-      load_checkpoint(loaded, file);
-      FAIL() << "loaded " << file << " without error";
-    } catch (const InputError& e) {
-      const std::string msg = e.what();
-      for (const auto& p : parts) EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' not in: " << msg;
-      EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
-    }
+    testing::expect_input_error([&] { load_checkpoint(loaded, file); }, parts);
   }
 
   bertperf::testing::TempDir dir_{"bertperf_test_checkpoint"};
