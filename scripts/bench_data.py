@@ -10,8 +10,9 @@ sequences and 500 tokens, as the MLPerf packed data's rows hold 2.00 sequences a
 1, 64 and 512 simulated ranks (balanced global batches of ranks x --batch packed rows, shuffled, into pinned memory)
 and the peer (scripts/bench_data_peer.py, from .venv-ref: h5py into numpy, a DataLoader) at the same batch,
 alternating the two for --rounds rounds and keeping each one's best, and prints a Markdown table: samples per second
-per core, the ratio to the peer, and the bytes read per rank and step beside the rank's own share (the values of its
-rows) and the length index's.
+per core (the best round's, and the worst, median and best of the rounds: their spread), the ratio to the peer, and the
+bytes read per rank and step beside the rank's own share (the values of its rows) and the length index's. With --json
+each row's record (its best round's) carries the rates of every round, in the order run, and their spread.
 
 Run from the repository root after scripts/build.sh and scripts/setup.sh --reference, on a quiet machine:
   .venv/bin/python scripts/bench_data.py
@@ -22,6 +23,7 @@ import argparse
 import glob
 import json
 import os
+import statistics
 import subprocess
 import sys
 
@@ -60,6 +62,15 @@ def record(cmd):
     return [json.loads(line) for line in out.splitlines() if line.startswith("{")][-1]
 
 
+def spread(rates):
+    """The rounds' samples/s per core: each, in the order run, and their worst, median and best."""
+    return {"rounds": rates, "min": min(rates), "median": statistics.median(rates), "max": max(rates)}
+
+
+def spread_cell(s):
+    return f"{s['min']:,.0f} / {s['median']:,.0f} / {s['max']:,.0f}"
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--ranks", type=int, nargs="+", default=[1, 64, 512])
@@ -77,36 +88,38 @@ def main():
     args = ap.parse_args()
     make_shards(args.bertperf, args.data, args.shards, args.dupe_factor, args.join)
 
-    best = {}
+    best, rates = {}, {}
     for _ in range(args.rounds):
-        for ranks in args.ranks:
-            r = record([args.bertperf, "bench-data", "--ranks", str(ranks), "--batch", str(args.batch), "--steps",
-                        str(args.steps), args.data])
-            key = ("bertperf", ranks)
+        runs = [(("bertperf", ranks), [args.bertperf, "bench-data", "--ranks", str(ranks), "--batch", str(args.batch),
+                                       "--steps", str(args.steps), args.data]) for ranks in args.ranks]
+        runs.append(("peer", [args.python_ref, os.path.join(ROOT, "scripts/bench_data_peer.py"), "--ranks",
+                              str(max(args.ranks)), "--batch", str(args.batch), "--steps", str(args.steps), args.data]))
+        for key, cmd in runs:
+            r = record(cmd)
+            rates.setdefault(key, []).append(r["samples_per_s_per_core"])
             if key not in best or r["samples_per_s_per_core"] > best[key]["samples_per_s_per_core"]:
                 best[key] = r
-        peer = record([args.python_ref, os.path.join(ROOT, "scripts/bench_data_peer.py"), "--ranks",
-                       str(max(args.ranks)), "--batch", str(args.batch), "--steps", str(args.steps), args.data])
-        if "peer" not in best or peer["samples_per_s_per_core"] > best["peer"]["samples_per_s_per_core"]:
-            best["peer"] = peer
+    for key, r in best.items():
+        r["spread"] = spread(rates[key])
 
     peer = best["peer"]
     one = best[("bertperf", args.ranks[0])]
     print(f"Shards: {peer['files']} packed, a phase-2 shard holds about {SHARD_SEQUENCES:,} sequences; "
           f"{args.batch} packed rows of 512 a rank and step, {one['samples'] / one['steps'] / args.batch:.2f} "
           f"sequences and {one['tokens_per_step'] / args.batch:.0f} tokens a row (MLPerf phase 2: 2.00 and 508).\n")
-    print("| read path | ranks | samples/s per core | vs peer | shard bytes/step | own share | ratio | "
-          "index bytes/step | index read at open |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    print(f"| read path | ranks | samples/s per core | rounds: worst / median / best ({args.rounds}) | vs peer | "
+          "shard bytes/step | own share | ratio | index bytes/step | index read at open |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for ranks in args.ranks:
         r = best[("bertperf", ranks)]
         print(f"| bertperf bench-data, balanced | {ranks} | {r['samples_per_s_per_core']:,.0f} | "
-              f"{r['samples_per_s_per_core'] / peer['samples_per_s_per_core']:.1f}x | "
+              f"{spread_cell(r['spread'])} | {r['samples_per_s_per_core'] / peer['samples_per_s_per_core']:.1f}x | "
               f"{r['shard_bytes_per_step']:,.0f} | {r['value_bytes_per_step']:,.0f} | "
               f"{r['shard_bytes_per_step'] / max(r['value_bytes_per_step'], 1):.2f} | "
               f"{r['index_bytes_per_step']:,.0f} | {r['index_open_bytes']:,} |")
     print(f"| PyTorch peer (h5py, DataLoader), own shards | {peer['ranks']} | "
-          f"{peer['samples_per_s_per_core']:,.0f} | 1.0x | {peer['shard_bytes_per_step']:,.0f} | | | | |")
+          f"{peer['samples_per_s_per_core']:,.0f} | {spread_cell(peer['spread'])} | 1.0x | "
+          f"{peer['shard_bytes_per_step']:,.0f} | | | | |")
     if args.json:
         print(json.dumps({"bertperf": [best[("bertperf", r)] for r in args.ranks], "peer": peer}, indent=1))
 

@@ -1,6 +1,7 @@
 // Strict option parsing for subcommands (args.h).
 #include "cli/args.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 
@@ -76,6 +77,17 @@ double Options::number(const std::string& name, double fallback) const {
   } catch (const std::exception&) {
   }
   throw_input("command line", "option --" + name + " must be a number, got '" + *v + "'");
+}
+
+std::vector<std::string> Options::list(const std::string& name) const {
+  std::vector<std::string> items;
+  if (auto v = get(name))
+    for (size_t at = 0; at <= v->size();) {
+      const size_t comma = std::min(v->find(',', at), v->size());
+      items.push_back(v->substr(at, comma - at));
+      at = comma + 1;
+    }
+  return items;
 }
 
 }  // namespace bertperf::cli

@@ -27,6 +27,9 @@ class Options {
   int64_t integer(const std::string& name, int64_t fallback, int64_t lo, int64_t hi) const;
   // A finite number.
   double number(const std::string& name, double fallback) const;
+  // The comma-separated items of a value ("a,b" -> {"a", "b"}), empty ones kept for their reader to name; none
+  // where the option is not given.
+  std::vector<std::string> list(const std::string& name) const;
   const std::vector<std::string>& positional() const { return positional_; }
 
  private:

@@ -135,6 +135,249 @@ void print_roofline(const std::vector<OpCost>& costs, const perf::RooflineDevice
   std::fflush(stdout);
 }
 
+void print_help() {
+  std::string names;
+  for (const BackendInfo& b : backend_infos()) names += (names.empty() ? "" : "|") + b.name;
+  std::cout << "usage: bertperf bench-step [--model mini|base|large | --config CONFIG.json] [--backend " << names
+            << "]\n"
+               "                          [--backend-options KEY=VALUE,...] [--batch 32] [--seq-len 128]\n"
+               "                          [--predictions P] [--threads N] [--warmup 2] [--steps 5] [--repeats 3]\n"
+               "                          [--micro-batches 1] [--packed] [--eager] [--losses]\n"
+               "                          [--roofline [--device h200] [--devices DEVICES.json]]\n"
+               "  --model   a standard shape: mini (L4 H256), base (L12 H768) or large (L24 H1024)\n"
+               "  --config  the model, batch, sequence length, predictions and backend of a train config\n"
+               "            (e.g. benchmarks/bert/mini/cpu_2c.json); the other options override them\n"
+               "  --backend-options  fields of the config's \"backend\" block, e.g. attention=kernel,gelu=kernel\n"
+               "            for cuda (implementations/registry/registry.h); --threads N is threads=N\n"
+               "  --packed  MLPerf phase-2 shapes: --batch packed rows of 512 tokens, about 2 sequences of 254\n"
+               "            real tokens and 76 predictions per row (seqs_per_s counts sequences)\n"
+               "  --eager   no captured step (CUDA graph) even where the backend can capture\n"
+               "  --micro-batches  micro-batches a step (gradient accumulation), each of --batch\n"
+               "  --roofline  time nothing: the step's ops priced on --device (a class of the device table,\n"
+               "            benchmarks/bert/mlperf/reference/devices.json, or an accelerator name: h200, h100-sxm):\n"
+               "            a JSON line an op (name and shape, longest first), then the step in bf16 and with the\n"
+               "            encoder's linears in FP8: time, samples/s and the op that holds it back\n"
+               "  --losses  a line per step with its losses and gradient norm (the same batches and initial weights\n"
+               "            on every backend, so two backends' lines compare their numerics step by step)\n"
+               "Prints a paths line after the warm-up (which way the backend's ops went where it has a choice,\n"
+               "e.g. the CUDA attention: cudnn or kernel), then one JSON line per repeat and a summary.\n";
+}
+
+// The backend block: the config's (or "cpu"), with the command line's name and options over it.
+BackendSpec bench_backend(const Options& opt, const BackendSpec& wanted) {
+  Json block = wanted.options;
+  block["name"] = opt.get("backend").value_or(wanted.name);
+  block["capture"] = wanted.capture && !opt.flag("eager");
+  if (opt.get("threads")) block["threads"] = opt.integer("threads", 0, 0, 1024);
+  if (opt.get("backend-options")) {
+    const BackendSpec extra_spec =
+        backend_spec(block["name"].get<std::string>(), opt.list("backend-options"), "option --backend-options");
+    for (auto it = extra_spec.options.begin(); it != extra_spec.options.end(); ++it) block[it.key()] = it.value();
+  }
+  return parse_backend_spec(block, "command line: backend");
+}
+
+// What one run times: the model and its batch (B rows of S tokens with P predictions), the backend, the loop's
+// counts; a config's, with the command line's over it.
+struct BenchPlan {
+  std::string model_name;
+  BertConfig config;
+  int B = 32, S = 128, P = 0;
+  int micro_batches = 1, warmup = 2, steps = 5, repeats = 3;
+  bool packed = false, losses = false, roofline = false;
+  BackendSpec backend;
+  ReductionOptions reduction;  // a config's "distributed" block, for steps timed under mpirun
+  bool clip_after_reduction = false;
+};
+
+BenchPlan read_plan(const Options& opt) {
+  if (opt.get("model") && opt.get("config")) throw_input("command line", "give --model or --config, not both");
+  BenchPlan plan;
+  plan.model_name = opt.get("model").value_or("mini");
+  BackendSpec backend_wanted;
+  if (auto path = opt.get("config")) {
+    const TrainConfig train = load_train_config(*path, false);
+    plan.model_name = train.benchmark + "/" + train.system;
+    plan.config = train.model;
+    plan.B = train.local_batch_size, plan.S = train.seq_len, plan.P = train.max_predictions;
+    backend_wanted = train.backend;
+    plan.reduction = train.reduction;
+    plan.clip_after_reduction = train.clip_after_reduction;
+  } else {
+    plan.config = bench_shape(plan.model_name);
+  }
+  plan.packed = opt.flag("packed"), plan.losses = opt.flag("losses");
+  int &B = plan.B, &S = plan.S, &P = plan.P;
+  B = int(opt.integer("batch", B, 1, 1 << 20));
+  S = int(opt.integer("seq-len", plan.packed ? 512 : S, 1, 1 << 20));
+  P = int(opt.integer("predictions", P > 0 && !opt.get("seq-len") ? P
+                                     : S == 512 ? 76 : S == 128 ? 20 : std::max(1, int(0.15 * S + 0.5)), 1, 1 << 20));
+  plan.micro_batches = int(opt.integer("micro-batches", 1, 1, 1 << 10));
+  plan.roofline = opt.flag("roofline");
+  if (!plan.roofline && (opt.get("device") || opt.get("devices")))
+    throw_input("command line", "--device and --devices go with --roofline");
+  plan.warmup = int(opt.integer("warmup", 2, 0, 1 << 20)), plan.steps = int(opt.integer("steps", 5, 1, 1 << 20)),
+  plan.repeats = int(opt.integer("repeats", 3, 1, 1 << 20));
+  if (B <= 0 || S <= 1 || S > plan.config.max_position_embeddings || P <= 0 || P >= S || plan.steps <= 0 ||
+      plan.repeats <= 0 || plan.warmup < 0)
+    throw_input("command line", "batch, seq-len, predictions, steps and repeats must be positive, predictions < seq-len");
+  if (int64_t(B) * S > (int64_t{1} << 30))
+    throw_input("command line", cat("--batch x --seq-len = ", int64_t(B) * S, " tokens is over the limit of 2^30"));
+  plan.backend = bench_backend(opt, backend_wanted);
+  if (plan.packed && (S != 512 || plan.config.max_position_embeddings < 512))
+    throw_input("command line", "--packed takes MLPerf phase-2 rows of 512 tokens: give --seq-len 512 (or none)");
+  return plan;
+}
+
+TrainStackSpec stack_spec(const BenchPlan& plan, const BatchShape& shape) {
+  TrainStackSpec spec;
+  spec.model = plan.config;
+  spec.backend = plan.backend;
+  spec.lamb.learning_rate = 1e-4;
+  spec.lamb.train_steps = 1000000;
+  spec.reduction = plan.reduction;
+  spec.clip = plan.clip_after_reduction ? ClipMode::AFTER_REDUCTION : ClipMode::PER_MICRO_BATCH;
+  spec.seed = spec.init_seed = 1;
+  spec.train_capacity = shape.capacity;
+  spec.micro_batches = plan.micro_batches;
+  return spec;
+}
+
+// The device --device names: a class of the table --devices names, or the class of an accelerator's name.
+perf::RooflineDevice roofline_device(const Options& opt) {
+  const std::string table_path = opt.get("devices").value_or("benchmarks/bert/mlperf/reference/devices.json");
+  const perf::DeviceTable table = perf::DeviceTable::load(table_path);
+  const std::string wanted = opt.get("device").value_or("h200");
+  const perf::DeviceClass* device = nullptr;
+  for (const perf::DeviceClass& d : table.classes())
+    if (d.name == wanted) device = &d;
+  if (!device) device = table.match(wanted);
+  if (!device) device = &table.by_name(wanted);  // the error naming the known classes
+  return perf::roofline_device(*device, table_path);
+}
+
+// --roofline: the step built on the op-cost recorder and run once (uncaptured), its ops priced on the device.
+void price_step(const BenchPlan& plan, TrainStackSpec spec, CachedSource& source, const perf::RooflineDevice& device,
+                int sequences, DistContext& dist) {
+  auto recorder = std::make_unique<OpCostRecorder>();
+  OpCostRecorder& costs = *recorder;
+  spec.backend.capture = false;
+  TrainStack stack(spec, dist, std::move(recorder));
+  BatchPipeline batches(stack.backend(), source, plan.micro_batches, LossWeighting::MEAN);
+  StagedStep one;
+  batches.next(one);
+  costs.clear();
+  stack.step().run(one, 0);
+  if (dist.is_root())
+    print_roofline(costs.costs(), device, plan.model_name, plan.B, plan.S, plan.P, plan.micro_batches, sequences);
+}
+
+// The steps timed, as a training session runs them (harness/train_session.cpp): the next batch staged while a step
+// runs; a JSON line of losses a step with --losses, the backend's paths after the warm-up, a line of timings a
+// repeat and the best. Rank 0 speaks for the job under mpirun (its step waits for every rank's).
+class StepBench {
+ public:
+  StepBench(const BenchPlan& plan, TrainStack& stack, CachedSource& source, const Packing& rows, int sequences,
+            DistContext& dist)
+      : plan_(plan), stack_(stack), backend_(stack.backend()), dist_(dist),
+        batches_(backend_, source, plan.micro_batches, LossWeighting::MEAN), sequences_(sequences),
+        flops_(step_flops(plan.config, rows) * plan.micro_batches) {
+    for (const auto& t : stack.table().tensors()) params_ += t.numel;
+  }
+
+  void run() {
+    for (int i = 0; i < plan_.warmup; ++i) step();
+    print_paths();
+    Backend::GemmProfile none;
+    Backend::GemmProfile& gemm = backend_.gemm_profile() ? *backend_.gemm_profile() : none;
+    gemm.enabled = true;
+    Repeat best{1e300, 0, 0, 0};
+    for (int r = 0; r < plan_.repeats; ++r) {
+      const Repeat this_repeat = repeat(gemm);
+      if (this_repeat.step_s < best.step_s) best = this_repeat;
+      print(cat("\"repeat\": ", r, ", "), this_repeat);
+    }
+    gemm.enabled = false;
+    print(cat("\"summary\": \"best\", \"packed\": ", plan_.packed ? "true" : "false", ", \"sequences\": ", sequences_,
+              ", \"captured\": ", stack_.step().captured() ? "true" : "false", ", "),
+          best);
+  }
+
+ private:
+  struct Repeat {
+    double step_s, gemm_s, gemm_flops, host_waits;  // host_waits: a step's (device.h: Device::host_waits)
+  };
+
+  void step() {
+    if (ahead_ready_) std::swap(current_, ahead_);
+    else batches_.next(current_);
+    TrainStep& train_step = stack_.step();
+    train_step.launch(current_, step_index_);
+    ahead_ready_ = batches_.reads_ahead() && batches_.next(ahead_);
+    const StepStats stats = train_step.finish();
+    if (plan_.losses && dist_.is_root())
+      std::printf("{\"bench\": \"bertperf_step_loss\", \"backend\": \"%s\", \"step\": %lld, \"mlm_loss\": %.6f, "
+                  "\"nsp_loss\": %.6f, \"grad_norm\": %.6f}\n",
+                  backend_.name().c_str(), static_cast<long long>(step_index_), stats.loss.mlm_loss,
+                  stats.loss.nsp_loss, stats.grad_norm);
+    ++step_index_;
+  }
+
+  // Which way the backend's ops went in the warm-up steps where it has a choice (the CUDA attention: cuDNN's or its
+  // own kernel; nothing before a first step), before timing: scripts/device_check.sh's probe says it.
+  void print_paths() {
+    if (!dist_.is_root()) return;
+    std::string paths;
+    for (const auto& [what, how] : backend_.paths_taken())
+      paths += cat(paths.empty() ? "" : ", ", "\"", what, "\": \"", how, "\"");
+    std::printf("{\"bench\": \"bertperf_paths\", \"model\": \"%s\", \"backend\": \"%s\", \"paths\": {%s}}\n",
+                plan_.model_name.c_str(), backend_.name().c_str(), paths.c_str());
+    std::fflush(stdout);
+  }
+
+  Repeat repeat(Backend::GemmProfile& gemm) {
+    gemm.seconds = gemm.flops = 0;
+    const auto t0 = std::chrono::steady_clock::now();
+    const int64_t waits_before = backend_.host_waits();
+    for (int i = 0; i < plan_.steps; ++i) step();
+    const double waits = double(backend_.host_waits() - waits_before) / plan_.steps;
+    backend_.synchronize();
+    const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / plan_.steps;
+    return {dt, gemm.seconds / plan_.steps, gemm.flops / plan_.steps, waits};
+  }
+
+  void print(std::string extra, const Repeat& r) {
+    if (!dist_.is_root()) return;
+    if (dist_.size() > 1)
+      extra = cat("\"ranks\": ", dist_.size(), ", \"reduction\": \"", stack_.reducer().describe(),
+                  "\", \"lamb_state_mib\": ", stack_.lamb().state_bytes() / 1048576.0, ", ", extra);
+    rusage usage{};
+    getrusage(RUSAGE_SELF, &usage);
+    std::printf(
+        "{\"bench\": \"bertperf_step\", \"model\": \"%s\", \"backend\": \"%s\", \"batch\": %d, \"seq_len\": %d, "
+        "\"predictions\": %d, \"threads\": %d, \"params\": %zu, %s\"step_s\": %.5f, \"seqs_per_s\": %.3f, \"gflops\": %.1f, "
+        "\"gemm_share\": %.3f, \"gemm_gflops\": %.1f, \"host_waits_per_step\": %.2f, \"arena_mib\": %.1f, "
+        "\"peak_rss_mib\": %.1f}\n",
+        plan_.model_name.c_str(), backend_.name().c_str(), plan_.B, plan_.S, plan_.P,
+        plan_.backend.options.value("threads", 0), params_, extra.c_str(), r.step_s, sequences_ / r.step_s,
+        flops_ / r.step_s * 1e-9, r.gemm_s / r.step_s, r.gemm_s > 0 ? r.gemm_flops / r.gemm_s * 1e-9 : 0.0,
+        r.host_waits, stack_.model().arena_bytes() / 1048576.0, usage.ru_maxrss / 1024.0);
+    std::fflush(stdout);
+  }
+
+  const BenchPlan& plan_;
+  TrainStack& stack_;
+  Backend& backend_;
+  DistContext& dist_;
+  BatchPipeline batches_;
+  StagedStep current_, ahead_;
+  bool ahead_ready_ = false;
+  int64_t step_index_ = 0;
+  const int sequences_;
+  const double flops_;
+  size_t params_ = 0;
+};
+
 }  // namespace
 
 int cmd_bench_step(const Args& args, DistContext& dist) {
@@ -143,201 +386,23 @@ int cmd_bench_step(const Args& args, DistContext& dist) {
                      "warmup", "steps", "repeats", "micro-batches", "device", "devices"},
                     {"help", "packed", "eager", "roofline", "losses"});
   if (opt.flag("help")) {
-    std::string names;
-    for (const BackendInfo& b : backend_infos()) names += (names.empty() ? "" : "|") + b.name;
-    std::cout << "usage: bertperf bench-step [--model mini|base|large | --config CONFIG.json] [--backend " << names
-              << "]\n"
-                 "                          [--backend-options KEY=VALUE,...] [--batch 32] [--seq-len 128]\n"
-                 "                          [--predictions P] [--threads N] [--warmup 2] [--steps 5] [--repeats 3]\n"
-                 "                          [--micro-batches 1] [--packed] [--eager] [--losses]\n"
-                 "                          [--roofline [--device h200] [--devices DEVICES.json]]\n"
-                 "  --model   a standard shape: mini (L4 H256), base (L12 H768) or large (L24 H1024)\n"
-                 "  --config  the model, batch, sequence length, predictions and backend of a train config\n"
-                 "            (e.g. benchmarks/bert/mini/cpu_2c.json); the other options override them\n"
-                 "  --backend-options  fields of the config's \"backend\" block, e.g. attention=kernel,gelu=kernel\n"
-                 "            for cuda (implementations/registry/registry.h); --threads N is threads=N\n"
-                 "  --packed  MLPerf phase-2 shapes: --batch packed rows of 512 tokens, about 2 sequences of 254\n"
-                 "            real tokens and 76 predictions per row (seqs_per_s counts sequences)\n"
-                 "  --eager   no captured step (CUDA graph) even where the backend can capture\n"
-                 "  --micro-batches  micro-batches a step (gradient accumulation), each of --batch\n"
-                 "  --roofline  time nothing: the step's ops priced on --device (a class of the device table,\n"
-                 "            benchmarks/bert/mlperf/reference/devices.json, or an accelerator name: h200, h100-sxm):\n"
-                 "            a JSON line an op (name and shape, longest first), then the step in bf16 and with the\n"
-                 "            encoder's linears in FP8: time, samples/s and the op that holds it back\n"
-                 "  --losses  a line per step with its losses and gradient norm (the same batches and initial weights\n"
-                 "            on every backend, so two backends' lines compare their numerics step by step)\n"
-                 "Prints a paths line after the warm-up (which way the backend's ops went where it has a choice,\n"
-                 "e.g. the CUDA attention: cudnn or kernel), then one JSON line per repeat and a summary.\n";
+    print_help();
     return 0;
   }
-  if (opt.get("model") && opt.get("config")) throw_input("command line", "give --model or --config, not both");
-  std::string model_name = opt.get("model").value_or("mini");
-  BertConfig config;
-  int B = 32, S = 128, P = 0;
-  BackendSpec backend_wanted;
-  ReductionOptions reduction;  // a config's "distributed" block, for steps timed under mpirun
-  bool clip_after_reduction = false;
-  if (auto path = opt.get("config")) {
-    const TrainConfig train = load_train_config(*path, false);
-    model_name = train.benchmark + "/" + train.system;
-    config = train.model;
-    B = train.local_batch_size, S = train.seq_len, P = train.max_predictions;
-    backend_wanted = train.backend;
-    reduction = train.reduction;
-    clip_after_reduction = train.clip_after_reduction;
-  } else {
-    config = bench_shape(model_name);
-  }
-  const bool packed = opt.flag("packed"), losses = opt.flag("losses");
-  B = int(opt.integer("batch", B, 1, 1 << 20));
-  S = int(opt.integer("seq-len", packed ? 512 : S, 1, 1 << 20));
-  P = int(opt.integer("predictions", P > 0 && !opt.get("seq-len") ? P
-                                     : S == 512 ? 76 : S == 128 ? 20 : std::max(1, int(0.15 * S + 0.5)), 1, 1 << 20));
-  const int micro_batches = int(opt.integer("micro-batches", 1, 1, 1 << 10));
-  const bool roofline = opt.flag("roofline");
-  if (!roofline && (opt.get("device") || opt.get("devices")))
-    throw_input("command line", "--device and --devices go with --roofline");
-  const int warmup = int(opt.integer("warmup", 2, 0, 1 << 20)), steps = int(opt.integer("steps", 5, 1, 1 << 20)),
-            repeats = int(opt.integer("repeats", 3, 1, 1 << 20));
-  if (B <= 0 || S <= 1 || S > config.max_position_embeddings || P <= 0 || P >= S || steps <= 0 || repeats <= 0 ||
-      warmup < 0)
-    throw_input("command line", "batch, seq-len, predictions, steps and repeats must be positive, predictions < seq-len");
-  if (int64_t(B) * S > (int64_t{1} << 30))
-    throw_input("command line", cat("--batch x --seq-len = ", int64_t(B) * S, " tokens is over the limit of 2^30"));
-  // The backend block: the config's (or "cpu"), with the command line's name and options over it.
-  Json block = backend_wanted.options;
-  block["name"] = opt.get("backend").value_or(backend_wanted.name);
-  block["capture"] = backend_wanted.capture && !opt.flag("eager");
-  if (opt.get("threads")) block["threads"] = opt.integer("threads", 0, 0, 1024);
-  if (auto extra = opt.get("backend-options")) {
-    std::vector<std::string> pairs;
-    for (size_t at = 0; at <= extra->size();) {
-      const size_t comma = std::min(extra->find(',', at), extra->size());
-      pairs.push_back(extra->substr(at, comma - at));
-      at = comma + 1;
-    }
-    const BackendSpec extra_spec = backend_spec(block["name"].get<std::string>(), pairs, "option --backend-options");
-    for (auto it = extra_spec.options.begin(); it != extra_spec.options.end(); ++it) block[it.key()] = it.value();
-  }
-  const BackendSpec backend_options = parse_backend_spec(block, "command line: backend");
-  if (packed && (S != 512 || config.max_position_embeddings < 512))
-    throw_input("command line", "--packed takes MLPerf phase-2 rows of 512 tokens: give --seq-len 512 (or none)");
-  const Packing rows = packed ? packed_rows(B) : Packing(B, {{S, P}});
-  CachedSource source = bench_batches(rows, packed, B, S, P, config.vocab_size);
-  if (packed) P = source.shape().capacity.predictions / B;
-  TrainStackSpec spec;
-  spec.model = config;
-  spec.backend = backend_options;
-  spec.lamb.learning_rate = 1e-4;
-  spec.lamb.train_steps = 1000000;
-  spec.reduction = reduction;
-  spec.clip = clip_after_reduction ? ClipMode::AFTER_REDUCTION : ClipMode::PER_MICRO_BATCH;
-  spec.seed = spec.init_seed = 1;
-  spec.train_capacity = source.shape().capacity;
-  spec.micro_batches = micro_batches;
+  BenchPlan plan = read_plan(opt);
+  const Packing rows = plan.packed ? packed_rows(plan.B) : Packing(plan.B, {{plan.S, plan.P}});
+  CachedSource source = bench_batches(rows, plan.packed, plan.B, plan.S, plan.P, plan.config.vocab_size);
+  if (plan.packed) plan.P = source.shape().capacity.predictions / plan.B;
+  const TrainStackSpec spec = stack_spec(plan, source.shape());
   int sequences = 0;
   for (const auto& row : rows) sequences += int(row.size());
-  sequences *= micro_batches;
-  if (roofline) {
-    const std::string table_path =
-        opt.get("devices").value_or("benchmarks/bert/mlperf/reference/devices.json");
-    const perf::DeviceTable table = perf::DeviceTable::load(table_path);
-    const std::string wanted = opt.get("device").value_or("h200");
-    const perf::DeviceClass* device = nullptr;
-    for (const perf::DeviceClass& d : table.classes())
-      if (d.name == wanted) device = &d;
-    if (!device) device = table.match(wanted);
-    if (!device) device = &table.by_name(wanted);  // the error naming the known classes
-    const perf::RooflineDevice priced = perf::roofline_device(*device, table_path);
-    auto recorder = std::make_unique<OpCostRecorder>();
-    OpCostRecorder& costs = *recorder;
-    spec.backend.capture = false;
-    TrainStack stack(spec, dist, std::move(recorder));
-    BatchPipeline batches(stack.backend(), source, micro_batches, LossWeighting::MEAN);
-    StagedStep one;
-    batches.next(one);
-    costs.clear();
-    stack.step().run(one, 0);
-    if (dist.is_root()) print_roofline(costs.costs(), priced, model_name, B, S, P, micro_batches, sequences);
+  sequences *= plan.micro_batches;
+  if (plan.roofline) {
+    price_step(plan, spec, source, roofline_device(opt), sequences, dist);
     return 0;
   }
   TrainStack stack(spec, dist);
-  Backend& backend = stack.backend();
-  const TensorTable& table = stack.table();
-  TrainStep& train_step = stack.step();
-  BatchPipeline batches(backend, source, micro_batches, LossWeighting::MEAN);
-  StagedStep current, ahead;
-  bool ahead_ready = false;
-  int64_t step_index = 0;
-  auto step = [&] {  // as a training session runs a step (harness/train_session.cpp)
-    if (ahead_ready) std::swap(current, ahead);
-    else batches.next(current);
-    train_step.launch(current, step_index);
-    ahead_ready = batches.reads_ahead() && batches.next(ahead);
-    const StepStats stats = train_step.finish();
-    if (losses && dist.is_root())
-      std::printf("{\"bench\": \"bertperf_step_loss\", \"backend\": \"%s\", \"step\": %lld, \"mlm_loss\": %.6f, "
-                  "\"nsp_loss\": %.6f, \"grad_norm\": %.6f}\n",
-                  backend.name().c_str(), static_cast<long long>(step_index), stats.loss.mlm_loss,
-                  stats.loss.nsp_loss, stats.grad_norm);
-    ++step_index;
-  };
-  for (int i = 0; i < warmup; ++i) step();
-  // Which way the backend's ops went in the warm-up steps where it has a choice (the CUDA attention: cuDNN's or its
-  // own kernel; nothing before a first step), before timing: scripts/device_check.sh's probe says it.
-  if (dist.is_root()) {
-    std::string paths;
-    for (const auto& [what, how] : backend.paths_taken())
-      paths += cat(paths.empty() ? "" : ", ", "\"", what, "\": \"", how, "\"");
-    std::printf("{\"bench\": \"bertperf_paths\", \"model\": \"%s\", \"backend\": \"%s\", \"paths\": {%s}}\n",
-                model_name.c_str(), backend.name().c_str(), paths.c_str());
-    std::fflush(stdout);
-  }
-
-  const double flops = step_flops(config, rows) * micro_batches;
-  size_t param_count = 0;
-  for (const auto& t : table.tensors()) param_count += t.numel;
-  struct Repeat {
-    double step_s, gemm_s, gemm_flops, host_waits;  // host_waits: a step's (device.h: Device::host_waits)
-  };
-  auto line = [&](std::string extra, const Repeat& r) {
-    if (!dist.is_root()) return;  // under mpirun: rank 0 speaks for the job (its step waits for every rank's)
-    if (dist.size() > 1)
-      extra = cat("\"ranks\": ", dist.size(), ", \"reduction\": \"", stack.reducer().describe(),
-                  "\", \"lamb_state_mib\": ", stack.lamb().state_bytes() / 1048576.0, ", ", extra);
-    rusage usage{};
-    getrusage(RUSAGE_SELF, &usage);
-    std::printf(
-        "{\"bench\": \"bertperf_step\", \"model\": \"%s\", \"backend\": \"%s\", \"batch\": %d, \"seq_len\": %d, "
-        "\"predictions\": %d, \"threads\": %d, \"params\": %zu, %s\"step_s\": %.5f, \"seqs_per_s\": %.3f, \"gflops\": %.1f, "
-        "\"gemm_share\": %.3f, \"gemm_gflops\": %.1f, \"host_waits_per_step\": %.2f, \"arena_mib\": %.1f, "
-        "\"peak_rss_mib\": %.1f}\n",
-        model_name.c_str(), backend.name().c_str(), B, S, P, backend_options.options.value("threads", 0), param_count,
-        extra.c_str(), r.step_s, sequences / r.step_s,
-        flops / r.step_s * 1e-9, r.gemm_s / r.step_s, r.gemm_s > 0 ? r.gemm_flops / r.gemm_s * 1e-9 : 0.0, r.host_waits,
-        stack.model().arena_bytes() / 1048576.0, usage.ru_maxrss / 1024.0);
-    std::fflush(stdout);
-  };
-  Backend::GemmProfile none;
-  Backend::GemmProfile& gemm = backend.gemm_profile() ? *backend.gemm_profile() : none;
-  gemm.enabled = true;
-  Repeat best{1e300, 0, 0, 0};
-  for (int r = 0; r < repeats; ++r) {
-    gemm.seconds = gemm.flops = 0;
-    const auto t0 = std::chrono::steady_clock::now();
-    const int64_t waits_before = backend.host_waits();
-    for (int i = 0; i < steps; ++i) step();
-    const double waits = double(backend.host_waits() - waits_before) / steps;
-    backend.synchronize();
-    const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / steps;
-    const Repeat this_repeat{dt, gemm.seconds / steps, gemm.flops / steps, waits};
-    if (dt < best.step_s) best = this_repeat;
-    line(cat("\"repeat\": ", r, ", "), this_repeat);
-  }
-  gemm.enabled = false;
-  line(cat("\"summary\": \"best\", \"packed\": ", packed ? "true" : "false", ", \"sequences\": ", sequences,
-           ", \"captured\": ", train_step.captured() ? "true" : "false", ", "),
-       best);
+  StepBench(plan, stack, source, rows, sequences, dist).run();
   return 0;
 }
 

@@ -3,7 +3,6 @@
 // official data.
 #include <filesystem>
 #include <iostream>
-#include <sstream>
 
 #include "cli/args.h"
 #include "cli/commands.h"
@@ -54,14 +53,6 @@ constexpr const char* kUsage =
 
 constexpr int64_t kMaxDupeFactor = 1000;
 
-std::vector<std::string> split_commas(const std::string& list) {
-  std::vector<std::string> out;
-  std::stringstream in(list);
-  for (std::string item; std::getline(in, item, ',');)
-    if (!item.empty()) out.push_back(item);
-  return out;
-}
-
 }  // namespace
 
 int cmd_data(const Args& args, DistContext&) {
@@ -74,10 +65,8 @@ int cmd_data(const Args& args, DistContext&) {
     return 0;
   }
   std::vector<std::string> inputs = opts.positional();
-  if (auto list = opts.get("input")) {
-    const auto more = split_commas(*list);
-    inputs.insert(inputs.end(), more.begin(), more.end());
-  }
+  for (const std::string& input : opts.list("input"))
+    if (!input.empty()) inputs.push_back(input);
   if (inputs.empty()) throw_input("command line", "no input files (see bertperf data --help)");
 
   if (opts.flag("index")) {

@@ -89,13 +89,7 @@ ModelConstants model_constants(const Options& opt, double parameters) {
   c.overlap_fraction = opt.number("overlap", 0);
   c.schedule = parse_all_reduce_schedule(opt.get("algo").value_or("best"), "--algo");
   c.eval_interval = mlperf_eval_interval;
-  if (const auto terms = opt.get("without")) {
-    for (size_t at = 0; at <= terms->size();) {
-      const size_t comma = std::min(terms->find(',', at), terms->size());
-      switch_off(c, terms->substr(at, comma - at));
-      at = comma + 1;
-    }
-  }
+  for (const std::string& term : opt.list("without")) switch_off(c, term);
   if (c.overlap_fraction < 0 || c.overlap_fraction > 1) throw_input("command line", "--overlap must be in [0, 1]");
   if (c.gradient_bytes <= 0) throw_input("command line", "--grad-bytes must be > 0");
   return c;
@@ -204,13 +198,9 @@ std::vector<Holdout> quoted_first() {
 // The validations `--holdout` names (default every holdout), the quoted one first.
 std::vector<Validation> validations(const Data& data, const ModelConstants& c, const Options& opt) {
   std::vector<Holdout> chosen = quoted_first();
-  if (const auto names = opt.get("holdout")) {
+  if (opt.get("holdout")) {
     std::vector<Holdout> named;
-    for (size_t at = 0; at <= names->size();) {
-      const size_t comma = std::min(names->find(',', at), names->size());
-      named.push_back(parse_holdout(names->substr(at, comma - at), "--holdout"));
-      at = comma + 1;
-    }
+    for (const std::string& name : opt.list("holdout")) named.push_back(parse_holdout(name, "--holdout"));
     std::erase_if(chosen, [&](Holdout h) { return std::find(named.begin(), named.end(), h) == named.end(); });
   }
   std::vector<Validation> out;
@@ -502,14 +492,11 @@ DeviceSpeed device_speed(const Options& opt, const ConfigSystem& cs, const Targe
 // The shapes predicted: --scale's, or the system's and a default list, smallest first.
 std::vector<std::pair<int, int>> scale_shapes(const Options& opt, const Target& t) {
   std::vector<std::pair<int, int>> shapes;
-  if (auto list = opt.get("scale")) {
-    const std::string& s = *list;
-    for (size_t at = 0; at <= s.size();) {
-      const size_t comma = std::min(s.find(',', at), s.size());
-      shapes.push_back(parse_shape(s.substr(at, comma - at)));
+  if (opt.get("scale")) {
+    for (const std::string& shape : opt.list("scale")) {
+      shapes.push_back(parse_shape(shape));
       if (t.cpu_class && shapes.back().second != 1)
-        throw_input("--scale", cat("a CPU class's device is the whole node: give NODESx1, not '", s.substr(at, comma - at), "'"));
-      at = comma + 1;
+        throw_input("--scale", cat("a CPU class's device is the whole node: give NODESx1, not '", shape, "'"));
     }
   } else if (t.cpu_class) {
     shapes = {{1, 1}, {t.nodes, 1}, {8, 1}, {16, 1}, {64, 1}};

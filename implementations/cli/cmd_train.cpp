@@ -17,7 +17,8 @@ int cmd_train(const Args& args, DistContext& dist) {
     std::cout << "usage: bertperf train --config CONFIG.json [--seed N] [--steps N] [--eval] [--save CKPT.h5]\n"
                  "  Trains N optimizer steps (default: the config's train_steps, or until its max_samples) and\n"
                  "  prints the loss of each. Samples are sequences, in every data layout.\n"
-                 "  --eval evaluates masked-LM accuracy at the end; --save writes the parameters.\n";
+                 "  --eval evaluates masked-LM accuracy at the end; --save writes the parameters (and an FP8 run's\n"
+                 "  scaling state, which a run with \"init_checkpoint\" naming the file resumes).\n";
     return 0;
   }
   if (!opt.positional().empty()) throw_input("command line", "unexpected argument '" + opt.positional()[0] + "'");

@@ -33,15 +33,8 @@ int main(int argc, char** argv) {
   const std::string name = argv[1];
   const bertperf::cli::Args args(argv + 2, argv + argc);
   for (const auto& c : bertperf::cli::kCommands) {
-    if (name != c.name) continue;
-    // Declared before the command runs, so it outlives everything the command built with MPI.
-    std::unique_ptr<bertperf::DistContext> dist;
-    try {
-      dist = bertperf::DistContext::create();
-      return c.run(args, *dist);
-    } catch (...) {
-      return bertperf::report_failure("bertperf " + name, dist.get());
-    }
+    if (name == c.name)
+      return bertperf::run_job("bertperf " + name, [&](bertperf::DistContext& dist) { return c.run(args, dist); });
   }
   std::cerr << "bertperf: unknown command '" << name << "'\n";
   print_usage(std::cerr);

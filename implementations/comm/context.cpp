@@ -469,4 +469,14 @@ int report_failure(const std::string& who, DistContext* dist) {
   return code;
 }
 
+int run_job(const std::string& who, const std::function<int(DistContext&)>& body) {
+  std::unique_ptr<DistContext> dist;
+  try {
+    dist = DistContext::create();
+    return body(*dist);
+  } catch (...) {
+    return report_failure(who, dist.get());
+  }
+}
+
 }  // namespace bertperf

@@ -109,4 +109,9 @@ class DistContext {
 // waiting in a collective. Returns the exit code on a world of one (or when `dist` is null: no context yet).
 int report_failure(const std::string& who, DistContext* dist);
 
+// A program's main on the job's context: makes the context, runs `body` on it and returns its exit code, or
+// report_failure's for a failure, the context made or not. The context is destroyed last, after everything `body`
+// built with MPI.
+int run_job(const std::string& who, const std::function<int(DistContext&)>& body);
+
 }  // namespace bertperf

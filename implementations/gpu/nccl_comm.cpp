@@ -52,6 +52,17 @@ void grouped(Issue&& issue) {
   NCCL_CHECK(ncclGroupEnd());
 }
 
+// `call(at, count, r)` on each non-empty part, data[parts[r]] (the part rank r roots), as one group.
+template <typename Call>
+void each_part(void* data, const std::vector<FlatRange>& parts, int ranks, DType type, Call&& call) {
+  BERT_CHECK(static_cast<int>(parts.size()) == ranks, parts.size(), " parts for ", ranks, " ranks");
+  auto* bytes = static_cast<unsigned char*>(data);
+  grouped([&] {
+    for (int r = 0; r < ranks; ++r)
+      if (parts[r].size() != 0) call(bytes + parts[r].begin * dtype_size(type), parts[r].size(), r);
+  });
+}
+
 }  // namespace
 
 NcclId nccl_unique_id() {
@@ -113,26 +124,14 @@ void NcclComm::all_gather(void* data, size_t count, DType type, Stream& stream) 
 }
 
 void NcclComm::reduce_parts(void* data, const std::vector<FlatRange>& parts, DType type, Stream& stream) {
-  BERT_CHECK(static_cast<int>(parts.size()) == size_, parts.size(), " parts for ", size_, " ranks");
-  auto* bytes = static_cast<unsigned char*>(data);
-  grouped([&] {
-    for (int r = 0; r < size_; ++r) {
-      if (parts[r].size() == 0) continue;
-      void* at = bytes + parts[r].begin * dtype_size(type);
-      NCCL_CHECK(ncclReduce(at, at, parts[r].size(), nccl_type(type), ncclSum, r, as_comm(comm_), as_stream(stream)));
-    }
+  each_part(data, parts, size_, type, [&](void* at, size_t count, int r) {
+    NCCL_CHECK(ncclReduce(at, at, count, nccl_type(type), ncclSum, r, as_comm(comm_), as_stream(stream)));
   });
 }
 
 void NcclComm::broadcast_parts(void* data, const std::vector<FlatRange>& parts, DType type, Stream& stream) {
-  BERT_CHECK(static_cast<int>(parts.size()) == size_, parts.size(), " parts for ", size_, " ranks");
-  auto* bytes = static_cast<unsigned char*>(data);
-  grouped([&] {
-    for (int r = 0; r < size_; ++r) {
-      if (parts[r].size() == 0) continue;
-      void* at = bytes + parts[r].begin * dtype_size(type);
-      NCCL_CHECK(ncclBroadcast(at, at, parts[r].size(), nccl_type(type), r, as_comm(comm_), as_stream(stream)));
-    }
+  each_part(data, parts, size_, type, [&](void* at, size_t count, int r) {
+    NCCL_CHECK(ncclBroadcast(at, at, count, nccl_type(type), r, as_comm(comm_), as_stream(stream)));
   });
 }
 

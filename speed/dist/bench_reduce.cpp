@@ -157,11 +157,5 @@ int bench(DistContext& dist, int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::unique_ptr<DistContext> dist;
-  try {
-    dist = DistContext::create();
-    return bench(*dist, argc, argv);
-  } catch (...) {
-    return report_failure("bench_reduce", dist.get());
-  }
+  return run_job("bench_reduce", [&](DistContext& dist) { return bench(dist, argc, argv); });
 }

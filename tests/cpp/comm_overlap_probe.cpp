@@ -81,20 +81,16 @@ int MPI_Wait(MPI_Request* r, MPI_Status* status) {
 
 int main() {
   using namespace bertperf;
-  std::unique_ptr<DistContext> dist;  // destroyed last, after everything that uses MPI
-  try {
-    dist = DistContext::create();
+  return run_job("comm_overlap_probe", [](DistContext& dist) {
     // A transport with the node and cross-node groups: a duplicate of the world and two splits of it, made and freed
     // while the context's threads run.
-    make_mpi_transport(nullptr, *dist, {.hierarchy = true}).reset();
+    make_mpi_transport(nullptr, dist, {.hierarchy = true}).reset();
     double seen = static_cast<double>(overlaps.load());
-    dist->allreduce_sum(&seen, 1);
+    dist.allreduce_sum(&seen, 1);
     const char* first = first_overlap.load();
-    if (dist->is_root())
-      std::cout << "overlaps=" << seen << (first ? cat(" (first: ", first, ")") : "") << " ranks=" << dist->size()
-                << " nodes=" << dist->nodes() << std::endl;
+    if (dist.is_root())
+      std::cout << "overlaps=" << seen << (first ? cat(" (first: ", first, ")") : "") << " ranks=" << dist.size()
+                << " nodes=" << dist.nodes() << std::endl;
     return seen > 0 ? 1 : 0;
-  } catch (...) {
-    return report_failure("comm_overlap_probe", dist.get());
-  }
+  });
 }

@@ -1,5 +1,5 @@
 // A small MPI program for test_dist.cpp, run under `mpirun -np N`: it builds the distributed context the way
-// bertperf's main does and handles failures with the same report_failure.
+// bertperf's main does and handles failures the same way (run_job).
 //   dist_probe check   every rank prints what it is and checks all-reduce, broadcast and the MPI gradient reducer
 //                      against sums computed here; a wrong result throws, which ends the job non-zero
 //   dist_probe fail    the last rank throws a bad-input error while the others wait in a barrier
@@ -173,18 +173,14 @@ int train(DistContext& dist) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::unique_ptr<DistContext> dist;  // destroyed last, after everything that uses MPI
-  try {
-    dist = DistContext::create();
-    dist->on_peer_failure([](const std::string& line) { std::cout << "peer failure: " << line << std::endl; });
-    dist->barrier();  // no rank fails before rank 0 has its hook (else the watcher ends the job without it)
-    if (argc == 2 && !std::strcmp(argv[1], "check")) return check(*dist);
-    if (argc == 2 && !std::strcmp(argv[1], "fail")) return fail(*dist);
-    if (argc == 2 && !std::strcmp(argv[1], "throw")) return throw_plain(*dist);
-    if (argc == 2 && !std::strcmp(argv[1], "train")) return train(*dist);
-    if (argc == 2 && !std::strcmp(argv[1], "reducers")) return reducers(*dist);
+  return run_job("dist_probe", [&](DistContext& dist) -> int {
+    dist.on_peer_failure([](const std::string& line) { std::cout << "peer failure: " << line << std::endl; });
+    dist.barrier();  // no rank fails before rank 0 has its hook (else the watcher ends the job without it)
+    if (argc == 2 && !std::strcmp(argv[1], "check")) return check(dist);
+    if (argc == 2 && !std::strcmp(argv[1], "fail")) return fail(dist);
+    if (argc == 2 && !std::strcmp(argv[1], "throw")) return throw_plain(dist);
+    if (argc == 2 && !std::strcmp(argv[1], "train")) return train(dist);
+    if (argc == 2 && !std::strcmp(argv[1], "reducers")) return reducers(dist);
     throw_input("command line", "usage: dist_probe check|fail|throw|train|reducers");
-  } catch (...) {
-    return report_failure("dist_probe", dist.get());
-  }
+  });
 }

@@ -73,12 +73,8 @@ int train(DistContext& dist, const std::string& config_path, int steps, const st
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::unique_ptr<DistContext> dist;
-  try {
-    dist = DistContext::create();
+  return run_job("dist_train_probe", [&](DistContext& dist) {
     if (argc != 4) throw_input("command line", "usage: dist_train_probe CONFIG STEPS OUT");
-    return train(*dist, argv[1], std::stoi(argv[2]), argv[3]);
-  } catch (...) {
-    return report_failure("dist_train_probe", dist.get());
-  }
+    return train(dist, argv[1], std::stoi(argv[2]), argv[3]);
+  });
 }

@@ -123,19 +123,15 @@ struct Probe {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::unique_ptr<DistContext> dist;  // destroyed last, after everything that uses MPI
-  try {
-    dist = DistContext::create();
-    const std::unique_ptr<Backend> backend = make_backend(backend_spec("cuda"), {.local_rank = dist->local_rank()});
-    Probe probe(*dist, *backend, 250007);
+  return run_job("nccl_probe", [](DistContext& dist) {
+    const std::unique_ptr<Backend> backend = make_backend(backend_spec("cuda"), {.local_rank = dist.local_rank()});
+    Probe probe(dist, *backend, 250007);
     probe.reduction("all-reduce", {});
     probe.reduction("bucketed", {.algorithm = ReduceAlgorithm::BUCKETED, .bucket_mb = 0.1});
     probe.reduction("hierarchical", {.algorithm = ReduceAlgorithm::HIERARCHICAL});
     probe.reduction("sharded", {.shard_optimizer = true});
     probe.uneven_parts();
-    std::cout << "rank " << dist->rank() << " nccl ok" << std::endl;
+    std::cout << "rank " << dist.rank() << " nccl ok" << std::endl;
     return 0;
-  } catch (...) {
-    return report_failure("nccl_probe", dist.get());
-  }
+  });
 }

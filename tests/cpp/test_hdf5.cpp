@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "core/errors.h"
+#include "input_error.h"
 #include "temp_dir.h"
 
 namespace bertperf::h5 {
@@ -25,18 +26,7 @@ class Hdf5Test : public ::testing::Test {
   bertperf::testing::TempDir dir_{"bertperf_test_hdf5"};
 };
 
-// Expects an InputError whose message contains every one of `parts`.
-template <typename F>
-void expect_input_error(F&& f, std::initializer_list<std::string> parts) {
-  try {
-    f();
-    FAIL() << "no InputError";
-  } catch (const InputError& e) {
-    const std::string msg = e.what();
-    for (const auto& p : parts) EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' not in: " << msg;
-    EXPECT_EQ(msg.find('\n'), std::string::npos) << "not one line: " << msg;
-  }
-}
+using bertperf::testing::expect_input_error;
 
 TEST_F(Hdf5Test, RoundTripsEveryDtypeShapeAndAttribute) {
   const std::string p = path("a.h5");

@@ -15,12 +15,14 @@
 #include "core/hdf5.h"
 #include "model/bert_params.h"
 #include "model/checkpoint.h"
+#include "input_error.h"
 #include "temp_dir.h"
 
 namespace bertperf {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::expect_input_error;
 
 const std::string kGolden = std::string(BERTPERF_SOURCE_DIR) + "/tests/golden/tf1_tiny";
 const std::string kPrefix = kGolden + "/model.ckpt-28252";
@@ -42,18 +44,6 @@ class TfCheckpointTest : public ::testing::Test {
     fs::copy_file(kPrefix + ".index", prefix + ".index");
     fs::copy_file(kPrefix + ".data-00000-of-00001", prefix + ".data-00000-of-00001");
     return prefix;
-  }
-
-  template <typename F>
-  void expect_input_error(F&& f, std::initializer_list<std::string> parts) {
-    try {
-      f();
-      FAIL() << "no InputError";
-    } catch (const InputError& e) {
-      const std::string msg = e.what();
-      for (const auto& p : parts) EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' not in: " << msg;
-      EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
-    }
   }
 
   bertperf::testing::TempDir dir_{"bertperf_test_tf_checkpoint"};

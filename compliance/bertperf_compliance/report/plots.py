@@ -3,12 +3,15 @@ set, and throughput per eval interval along each run.
 
 Every figure is FIGURE_SIZE_PX pixels, whatever the data, so that reports
 line up side by side (no tight bounding box, which would change the size).
-One colour per result set, the same in every figure.
+One colour per result set, the same in every figure. A set's label is broken
+into lines of at most LABEL_WIDTH characters, so that a long one (a rerun's,
+with its folder) leaves the axes their room.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from typing import List, Sequence
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -25,8 +28,25 @@ COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
            "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"]
 
 
+LABEL_WIDTH = 40
+
+
 def _colour(i: int) -> str:
     return COLOURS[i % len(COLOURS)]
+
+
+def _wrapped(label: str) -> str:
+    """The label in lines of at most LABEL_WIDTH characters, broken after a space, '/' or '-' where it can be and
+    anywhere where it cannot; only line breaks are added (joined without them, the lines are the label)."""
+    lines = [""]
+    for piece in re.findall(r"[^ /-]*[ /-]?", label):
+        while piece:
+            if lines[-1] and len(lines[-1]) + len(piece.rstrip()) > LABEL_WIDTH:
+                lines.append("")
+            room = LABEL_WIDTH - len(lines[-1])
+            lines[-1] += piece[:room]
+            piece = piece[room:]
+    return "\n".join(lines)
 
 
 def _figure() -> Figure:
@@ -42,7 +62,7 @@ def _set_handles(sets: Sequence[ResultSet]) -> List[Line2D]:
     for i, s in enumerate(sets):
         inferred = any(r.eval_samples_inferred for r in s.runs)
         label = s.label + (" (eval sample counts inferred from train_samples)" if inferred else "")
-        handles.append(Line2D([], [], color=_colour(i), marker="o", label=label))
+        handles.append(Line2D([], [], color=_colour(i), marker="o", label=_wrapped(label)))
     return handles
 
 
@@ -113,7 +133,7 @@ def _time_figure(sets: Sequence[ResultSet]) -> Figure:
         elif times:
             ax.annotate(f"no score: {s.dropped} of {len(s.runs)} runs did not converge",
                         (sum(times) / len(times), y + 0.34), ha="center", va="bottom", fontsize=11)
-    ax.set_yticks(range(len(sets)), [s.label for s in reversed(sets)], fontsize=11)
+    ax.set_yticks(range(len(sets)), [_wrapped(s.label) for s in reversed(sets)], fontsize=11)
     ax.set_ylim(-0.7, len(sets) - 0.3)
     ax.set_xlabel("time to train (minutes, run_start to run_stop)", fontsize=11)
     ax.grid(True, axis="x", alpha=0.3)
@@ -164,7 +184,7 @@ def _throughput_figure(sets: Sequence[ResultSet]) -> Figure:
         ax.grid(True, axis="x", alpha=0.3)
         ax.margins(x=0.15)
         ax.set_xlim(left=0)
-    axes[0].set_yticks(range(len(sets)), [s.label for s in reversed(sets)], fontsize=11)
+    axes[0].set_yticks(range(len(sets)), [_wrapped(s.label) for s in reversed(sets)], fontsize=11)
     axes[0].set_ylim(-0.6, len(sets) - 0.4)
     legend = [Line2D([], [], color="grey", alpha=1.0 - 0.3 * k, linewidth=8, label=name)
               for k, (_, name) in enumerate(THROUGHPUTS)]
