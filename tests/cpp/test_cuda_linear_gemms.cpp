@@ -3,11 +3,13 @@
 // their bias and aux matrices, accumulation) is run by a reference GEMM here in fp64, and the result is compared
 // with the CPU backend's fp64 linear ops on the same inputs. The FP8 GEMMs are checked the same way on copies laid out
 // as linear.h's Fp8Operands says (scaled by powers of two, so fp64 stays exact), and each must be one Hopper's FP8
-// GEMMs take: A transposed, B not, never two E5M2 operands. What this cannot check is cuBLASLt itself (and its
+// GEMMs take: A transposed, B not, never two E5M2 operands, and (at the sizes the backend admits) every size,
+// leading dimension and pointer as FP8 GEMMs need them. What this cannot check is cuBLASLt itself (and its
 // GELU formula) and the cast kernels that make the copies: the backend-conformance test does that on a GPU.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
 #include <random>
 #include <vector>
 
@@ -270,6 +272,59 @@ TEST(CudaLinearGemms, Fp8GemmsOnTheirCopiesMatchTheCpuLinear) {
     expect_hopper_fp8(cuda::linear_forward_gemms(fw, lt_gelu, bf16, &real), "forward");
     expect_hopper_fp8(cuda::linear_dinp_gemms(bw, false, bf16, &real), "dinp");
     expect_hopper_fp8(cuda::linear_dweight_gemms(bw, bf16, &real), "dweight");
+  }
+}
+
+// The size and alignment rules of cuBLASLt's FP8 GEMMs, at sizes the backend admits (N, I and O multiples of 16, as
+// linear.cu's check_fp8_sizes asks) with every buffer 256-byte aligned (cudaMalloc's, and each copy in the FP8
+// scratch): m, n and k multiples of 16, each FP8 operand 16-byte aligned with a leading dimension of a multiple of 16
+// bytes, and the bf16 or fp32 output likewise, the group offsets included.
+TEST(CudaLinearGemms, Fp8GemmsKeepTheFp8SizeAndAlignmentRules) {
+  uintptr_t next = uintptr_t{1} << 32;  // addresses only: nothing here is read or written
+  auto buffer = [&next] {
+    next += uintptr_t{1} << 24;
+    return reinterpret_cast<void*>(next);
+  };
+  cuda::Fp8Operands f;
+  f.inp = buffer();
+  f.inp_t = buffer();
+  f.weight_oi = buffer();
+  f.weight_io = buffer();
+  f.dout = buffer();
+  f.dout_t = buffer();
+  const float inv_scale[kFp8Operands] = {1, 1, 1};
+  f.inv_scale = inv_scale;
+  auto expect_rules = [](const std::vector<Gemm>& gemms, const char* what) {
+    ASSERT_FALSE(gemms.empty()) << what;
+    for (const Gemm& g : gemms) {
+      SCOPED_TRACE(testing::Message() << what << ": m " << g.m << " n " << g.n << " k " << g.k);
+      EXPECT_TRUE(g.m % 16 == 0 && g.n % 16 == 0 && g.k % 16 == 0);
+      const struct {
+        const void* p;
+        int ld;
+        cudaDataType_t type;
+      } matrices[] = {{g.A, g.lda, g.type_a}, {g.B, g.ldb, g.type_b}, {g.D, g.ldd, g.type_d}};
+      for (const auto& x : matrices) {
+        EXPECT_EQ(reinterpret_cast<uintptr_t>(x.p) % 16, 0u) << "a pointer not 16-byte aligned";
+        EXPECT_EQ(x.ld * cuda::cuda_type_size(x.type) % 16, 0u) << "a leading dimension of " << x.ld;
+      }
+    }
+  };
+  const cuda::LinearDtypes bf16;
+  for (const Shape& s : {Shape{48, 64, 32, 1, 32, WeightLayout::IN_OUT, Activation::NONE, true},
+                         Shape{32, 48, 16, 3, 56, WeightLayout::IN_OUT, Activation::NONE, true},  // fused QKV
+                         Shape{64, 48, 80, 1, 80, WeightLayout::IN_OUT, Activation::GELU, true},
+                         Shape{32, 48, 16, 1, 16, WeightLayout::OUT_IN, Activation::NONE, false}}) {
+    SCOPED_TRACE(testing::Message() << "N " << s.N << " I " << s.I << " O " << s.O << " x" << s.groups);
+    const size_t ws = static_cast<size_t>(s.I) * s.O;
+    const bool gelu = s.act == Activation::GELU;
+    ops::LinearForward fw{buffer(), gelu ? buffer() : nullptr, buffer(), buffer(), s.bias ? buffer() : nullptr,
+                          s.N, s.I, s.O, s.groups, ws, static_cast<size_t>(s.O), s.ldo, s.layout, s.act};
+    ops::LinearBackward bw{buffer(), buffer(), nullptr, buffer(), buffer(), buffer(), s.N, s.I, s.O,
+                           s.groups, ws, static_cast<size_t>(s.O), s.ldo, s.layout, s.groups > 1};
+    expect_rules(cuda::linear_forward_gemms(fw, gelu && s.groups == 1, bf16, &f), "forward");
+    expect_rules(cuda::linear_dinp_gemms(bw, false, bf16, &f), "dinp");
+    expect_rules(cuda::linear_dweight_gemms(bw, bf16, &f), "dweight");
   }
 }
 

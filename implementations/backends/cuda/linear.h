@@ -31,7 +31,7 @@
 namespace bertperf::cuda {
 
 // One GEMM in cuBLASLt's column-major terms: D (m, n) = op(A) (m, k) . op(B) (k, n) (+ D when accumulate), with
-// a data type per operand (bf16 today; FP8 operands need only their types and the scale pointers), `batch`
+// a data type per operand (bf16, or FP8 with the scale pointers: Fp8Operands below), `batch`
 // products at the given element strides (a stride of 0 shares an operand), and an epilogue with its bias (length
 // m, per batch at bias_stride) and aux matrix (m, n) at ld_aux.
 struct Gemm {
