@@ -77,7 +77,7 @@ standin=${DEVICE_CHECK_STANDIN:-}
 # ---- the plan: name|limit in seconds|kind (build, gtest, sanitize, bench, spare, peer, info), in the order run ----
 # The attention family names the new dropout-backward case; the filters live with the commands (step_command).
 plan=(
-  "configure|20|build"
+  "configure|15|build"
   "build|150|build"
   "conformance_attention|45|gtest"
   "conformance_linear|10|gtest"
@@ -92,7 +92,7 @@ plan=(
   "eval_async|15|gtest"
   "determinism|30|gtest"
   "conformance_kernel|15|gtest"
-  "conformance_fp8|5|gtest"
+  "conformance_fp8|10|gtest"
   "sanitizer_memcheck|40|sanitize"
   "sanitizer_racecheck|50|sanitize"
   "bench_probe|25|bench"
