@@ -1,7 +1,13 @@
-// The typed copies of backend.h.
+// The typed copies of backend.h, and device.h's defaults.
 #include "backends/backend.h"
 
+#include "core/errors.h"
+
 namespace bertperf {
+
+void Device::enqueue_host_function(HostFunction, void*) {
+  throw InternalError("this backend queues no host functions (Capabilities::host_functions)");
+}
 
 void upload_floats(Backend& backend, void* dst, DType dst_type, const float* src, size_t n) {
   if (dst_type == DType::F32) {

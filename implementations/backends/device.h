@@ -41,6 +41,7 @@ struct Capabilities {
   bool static_shapes = false;  // every batch runs at its full capacity (a captured step replays one shape)
   bool asynchronous = false;   // work runs after it is issued (see above); false: done when the call returns
   bool capture = false;        // capture() records work for replay
+  bool host_functions = false; // enqueue_host_function() runs host code in the queue's order, captured like an op
   bool host_memory = true;     // DEVICE memory is host memory, which host code (MPI) may read and write once the
                                // work that touches it has completed
   Collectives collectives = Collectives::MPI;  // the transport that reads and writes DEVICE memory
@@ -99,6 +100,14 @@ class Device {
   // download or synchronize, and every op at a shape it has run at before (libraries plan on a shape's first call).
   // A capture is its thread's: other threads' calls meanwhile (a wait for an earlier event) run as outside it.
   virtual std::unique_ptr<CapturedOps> capture(const std::function<void()>& issue) { return nullptr; }
+
+  // Queues fn(arg) to run on the host in this backend's order, as an op is (capabilities().host_functions): after the
+  // work issued before it, before the work issued after it; a capture records it (a CUDA graph's host node; a task on
+  // cpu-async's worker), so `arg` must outlive every replay. fn must not call the backend. An exception fn throws is
+  // a failure of the backend's work (cpu-async: rethrown by the next wait; CUDA: the process ends). InternalError
+  // where the backend has none.
+  using HostFunction = void (*)(void* arg);
+  virtual void enqueue_host_function(HostFunction fn, void* arg);
 
   // How many times the host has waited for this backend's work so far: synchronize(), host_wait(), and an upload
   // that returns only once its copy has run (pageable memory on an asynchronous backend), from any thread. A

@@ -17,7 +17,8 @@ int cmd_train(const Args& args, DistContext& dist) {
     std::cout << "usage: bertperf train --config CONFIG.json [--seed N] [--steps N] [--eval] [--save CKPT.h5]\n"
                  "  Trains N optimizer steps (default: the config's train_steps, or until its max_samples) and\n"
                  "  prints the loss of each. Samples are sequences, in every data layout.\n"
-                 "  --eval evaluates masked-LM accuracy at the end; --save writes the parameters.\n";
+                 "  --eval evaluates masked-LM accuracy at the end; --save writes the parameters (and an FP8 run's\n"
+                 "  scaling state, which a run with \"init_checkpoint\" naming the file resumes).\n";
     return 0;
   }
   if (!opt.positional().empty()) throw_input("command line", "unexpected argument '" + opt.positional()[0] + "'");
@@ -32,7 +33,8 @@ int cmd_train(const Args& args, DistContext& dist) {
 
   TrainSession session(config, static_cast<uint64_t>(seed), dist);
   if (dist.size() > 1 || config.reduction.shard_optimizer)
-    std::cerr << cat("bertperf train: rank ", dist.rank(), ": reduction: ", session.reduction_description(), "\n");  // one write
+    std::cerr << cat("bertperf train: rank ", dist.rank(), ": reduction: ", session.reduction_description(),
+                     "\nbertperf train: rank ", dist.rank(), ": step: ", session.capture_description(), "\n");  // one write
   const TrainProgress done = session.train_until(target, [&dist](const TrainProgress& p) {
     if (!dist.is_root()) return;
     // 9 significant digits print an fp32 loss exactly, so runs can be compared as text.

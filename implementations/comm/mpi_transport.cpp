@@ -2,8 +2,13 @@
 // hierarchy's splits of it), so they never interleave with the context's own traffic.
 //
 // How a collective meets the order transport.h promises, on an asynchronous backend (one whose work runs after it is
-// issued) as on a synchronous one: MPI touches memory only after the host has waited for an event the backend
-// recorded when the collective was issued, that is after the work that wrote the memory. Three ways to run:
+// issued) as on a synchronous one: MPI touches memory only after the work that wrote it, either in the backend's own
+// queue or once the host has waited for an event the backend recorded when the collective was issued. Four ways to
+// run:
+//   queued       (a backend with host functions, MPI_THREAD_MULTIPLE) each collective is queued on the backend as a
+//                host function and runs on its queue in its turn: the host never waits, join() has nothing to do, and
+//                a captured step holds the collectives (each queued collective's arguments are kept, one copy per
+//                distinct collective, for as long as the transport lives);
 //   at once      (no overlap asked) each collective runs on the calling thread when it is issued;
 //   thread       (overlap, MPI_THREAD_MULTIPLE) a communication thread runs them in issue order, each after its
 //                event, while the caller goes on; join() waits for the thread;
@@ -20,6 +25,7 @@
 #include <climits>
 #include <condition_variable>
 #include <cstring>
+#include <deque>
 #include <exception>
 #include <mutex>
 #include <thread>
@@ -66,17 +72,33 @@ class MpiTransport final : public Transport {
         MPI_CHECK(MPI_Comm_rank(comms_[g], &rank_[g]));
         MPI_CHECK(MPI_Comm_size(comms_[g], &size_[g]));
       }
-    if (options.overlap) {
-      int provided = MPI_THREAD_SINGLE;
-      MPI_CHECK(MPI_Query_thread(&provided));
-      // The thread runs beside the context's failure watcher, so MPI must allow calls from several threads at once.
-      mode_ = options.thread && provided >= MPI_THREAD_MULTIPLE ? Mode::THREAD : Mode::POLLED;
+    int provided = MPI_THREAD_SINGLE;
+    MPI_CHECK(MPI_Query_thread(&provided));
+    // The backend's queue and the communication thread run collectives beside the context's failure watcher and the
+    // caller's own MPI calls, so MPI must allow calls from several threads at once.
+    const bool multiple = provided >= MPI_THREAD_MULTIPLE;
+    if (device_ && device_->capabilities().host_functions && multiple) {
+      mode_ = Mode::QUEUED;
+    } else if (options.overlap) {
+      mode_ = options.thread && multiple ? Mode::THREAD : Mode::POLLED;
     }
-    if (device_ && mode_ != Mode::THREAD) written_ = device_->make_event();
+    if (mode_ != Mode::QUEUED)
+      not_capturable_ = !device_ ? "MPI runs each collective on the host (a synchronous backend)"
+                        : !device_->capabilities().host_functions
+                            ? "the backend queues no host functions, so MPI waits on the host for its work"
+                            : "MPI's thread support is below MULTIPLE, so its collectives cannot run on the backend's "
+                              "queue";
+    if (device_ && (mode_ == Mode::AT_ONCE || mode_ == Mode::POLLED)) written_ = device_->make_event();
     if (mode_ == Mode::THREAD) worker_ = std::thread([this] { work(); });
   }
 
   ~MpiTransport() override {
+    if (mode_ == Mode::QUEUED) {  // the queued collectives have run before their communicators go
+      try {
+        device_->synchronize();
+      } catch (...) {  // a failure of the backend's work, said by its own wait
+      }
+    }
     if (worker_.joinable()) {
       {
         std::lock_guard<std::mutex> lock(mutex_);
@@ -95,12 +117,15 @@ class MpiTransport final : public Transport {
   std::string name() const override { return "MPI"; }
   std::string overlap() const override {
     switch (mode_) {
+      case Mode::QUEUED: return "in the backend's queue";
       case Mode::THREAD: return "on a communication thread";
       case Mode::POLLED: return "MPI_Iallreduce polled at every ready layer";
       case Mode::AT_ONCE: break;
     }
     return "each collective when it is issued";
   }
+
+  std::string not_capturable() const override { return not_capturable_; }
 
   int rank(Group group) const override { return rank_[existing(group)]; }
   int size(Group group) const override { return size_[existing(group)]; }
@@ -133,7 +158,7 @@ class MpiTransport final : public Transport {
   }
 
  private:
-  enum class Mode : uint8_t { AT_ONCE, THREAD, POLLED };
+  enum class Mode : uint8_t { AT_ONCE, THREAD, POLLED, QUEUED };
   struct Op {
     enum Kind : uint8_t { ALL_REDUCE, REDUCE_SCATTER, ALL_GATHER } kind;
     Group group;
@@ -146,6 +171,34 @@ class MpiTransport final : public Transport {
     Op op;
     Event* written;  // passed once the backend's work before the op has run (null: nothing to wait for)
   };
+  // A collective queued on the backend: the host function's argument.
+  struct Queued {
+    MpiTransport* transport;
+    Op op;
+  };
+
+  static bool same(const Op& a, const Op& b) {
+    return a.kind == b.kind && a.group == b.group && a.data == b.data && a.count == b.count && a.type == b.type &&
+           a.parts == b.parts;
+  }
+  static void run_queued(void* queued) {
+    const Queued& q = *static_cast<const Queued*>(queued);
+    q.transport->run(q.op);
+  }
+  // The kept copy of `op`: a step issues the same collectives in the same order every time, so the one expected next
+  // is looked at first, and only a collective never issued before is added (no step after the first allocates).
+  Queued& kept(const Op& op) {
+    for (size_t i = 0; i < queued_.size(); ++i) {
+      const size_t at = (next_queued_ + i) % queued_.size();
+      if (same(queued_[at].op, op)) {
+        next_queued_ = at + 1;
+        return queued_[at];
+      }
+    }
+    queued_.push_back({this, op});
+    next_queued_ = queued_.size();
+    return queued_.back();
+  }
 
   static int index(Group group) { return static_cast<int>(group); }
   int existing(Group group) const {
@@ -157,6 +210,9 @@ class MpiTransport final : public Transport {
     existing(op.group);
     BERT_CHECK(op.kind == Op::ALL_GATHER || op.type != DType::BF16, "MPI sums fp32 or fp64, not bf16");
     switch (mode_) {
+      case Mode::QUEUED:
+        device_->enqueue_host_function(&MpiTransport::run_queued, &kept(op));
+        return;
       case Mode::AT_ONCE:
         backend_done();
         run(op);
@@ -268,7 +324,11 @@ class MpiTransport final : public Transport {
   MPI_Comm comms_[3] = {MPI_COMM_NULL, MPI_COMM_NULL, MPI_COMM_NULL};  // by Group
   int rank_[3] = {0, 0, 0}, size_[3] = {1, 1, 1};
   Mode mode_ = Mode::AT_ONCE;
+  std::string not_capturable_;  // empty when queued
   std::vector<int> counts_, displs_;  // run()'s, on one thread at a time
+  // Queued: every distinct collective issued so far (a deque: each stays where it is while it grows).
+  std::deque<Queued> queued_;
+  size_t next_queued_ = 0;
   // At once and polled.
   std::unique_ptr<Event> written_;
   std::vector<MPI_Request> requests_;

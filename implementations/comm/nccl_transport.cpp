@@ -62,6 +62,7 @@ class NcclTransport final : public Transport {
 
   std::string name() const override { return "NCCL " + gpu::nccl_version(); }
   std::string overlap() const override { return "on its own CUDA stream"; }
+  std::string not_capturable() const override { return {}; }  // the stream's fork and join are captured with the step
   std::vector<std::pair<std::string, std::string>> library_versions() const override {
     return {{"NCCL", gpu::nccl_version()}};
   }

@@ -123,6 +123,8 @@ class Reduction final : public GradReducer {
     return cat("all-reduce", over, ", after the backward");
   }
 
+  std::string not_capturable() const override { return transport_->not_capturable(); }
+
   std::vector<std::pair<std::string, std::string>> library_versions() const override {
     return transport_->library_versions();
   }

@@ -66,6 +66,9 @@ class GradReducer {
   virtual FlatRange part(size_t elements) const { return {0, elements}; }
   // Sharded reducers: data[part of rank r] from rank r, on every rank, for a flat buffer of `type`.
   virtual void gather(void* data, DType type) {}
+  // Empty where a captured step may hold this reducer's collectives (its transport's, transport.h; none for one
+  // rank); otherwise why not.
+  virtual std::string not_capturable() const { return {}; }
   // One line for logs: the algorithm, buckets, thread or polling, parts.
   virtual std::string describe() const = 0;
   // The libraries it runs on beside the context's MPI, as (name, version): NCCL where it is NCCL's.

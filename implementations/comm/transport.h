@@ -9,11 +9,15 @@
 // Order. A transport is ordered with the backend whose memory it moves. Collectives are issued in the same order on
 // every rank and run in issue order; each runs after the backend's work issued before it (an asynchronous backend
 // may not have run that work yet when the collective is issued), and join() makes the backend's work issued after
-// it run after every collective issued so far. MPI meets that on the host: it waits for an event the backend
-// recorded before it touches the memory (on the calling thread, or on a communication thread that runs the
-// collectives while the caller goes on), and join() waits for the collectives. NCCL meets it on the GPU: its stream
-// waits for the backend's event, the backend's queue waits for the stream's, and the host never waits (a captured
-// step can hold it).
+// it run after every collective issued so far. MPI meets that on the host: on a backend with host functions
+// (cpu-async: device.h) it queues each collective as one, so the backend's queue runs it in its turn and the host
+// never waits; otherwise it waits for an event the backend recorded before it touches the memory (on the calling
+// thread, or on a communication thread that runs the collectives while the caller goes on), and join() waits for the
+// collectives. NCCL meets it on the GPU: its stream waits for the backend's event, the backend's queue waits for the
+// stream's, and the host never waits.
+//
+// Capture. Where the host never waits, a capture of the backend's work (a CUDA graph; cpu-async's recorded queue)
+// holds the collectives issued meanwhile and replays them with the step: not_capturable() is empty.
 //
 // Groups. A hierarchy works in sub-groups of the job's ranks, cut from the world by the context's node numbering
 // (comm/context.h): the ranks of one node, and the ranks of one local rank across the nodes.
@@ -74,6 +78,9 @@ class Transport {
   // The libraries it runs on beside the context's MPI, as (name, version).
   virtual std::vector<std::pair<std::string, std::string>> library_versions() const { return {}; }
 
+  // Empty where a capture of the backend's work holds the collectives issued meanwhile (see above); otherwise why not.
+  virtual std::string not_capturable() const = 0;
+
   virtual int rank(Group group) const = 0;
   virtual int size(Group group) const = 0;
 
@@ -100,7 +107,8 @@ struct TransportOptions {
   bool hierarchy = false;  // make the NODE and CROSS groups (otherwise only WORLD exists)
 };
 
-// MPI over host memory written by `device`'s work (null: plain host memory, final whenever a collective is issued).
+// MPI over host memory written by `device`'s work (null: plain host memory, final whenever a collective is issued),
+// queued on the device as host functions where it has them and MPI allows calls from several threads at once.
 // InternalError in a build without MPI or on a context that is not MPI's.
 std::unique_ptr<Transport> make_mpi_transport(Device* device, DistContext& dist, const TransportOptions& options);
 // NCCL over `device`'s GPU memory, on the device its events name, its communicators' unique ids broadcast over the

@@ -9,7 +9,7 @@
 // marked optional):
 //   { "notes": str (optional), "benchmark": str, "system": str,
 //     "bert_config": {bert_config.json fields} | "path/to/bert_config.json",
-//     "init_checkpoint": str (optional, "" = random init),
+//     "init_checkpoint": str (optional, "" = random init; an FP8 run also resumes the file's FP8 scaling state),
 //     "data": { "train_files": [path or glob, ...], "eval_file": path, "seq_len": int,
 //               "max_predictions": int, "packed": bool (training batches hold packed rows: unpacked shards are packed
 //               by the reader, packed shards keep their rows and need true; harness/reader_plan.h) },

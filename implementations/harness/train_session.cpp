@@ -10,7 +10,6 @@
 #include "harness/reader_plan.h"
 #include "model/batch_pipeline.h"
 #include "harness/train_stack.h"
-#include "model/checkpoint.h"
 #include "optim/lr_schedule.h"
 
 namespace bertperf {
@@ -159,6 +158,8 @@ std::string TrainSession::reduction_description() const {
   return stack.reducer().describe() + line;
 }
 
+std::string TrainSession::capture_description() const { return impl_->stack.step().describe_capture(); }
+
 std::vector<std::string> TrainSession::tensor_names() const {
   std::vector<std::string> names;
   for (const TensorInfo& t : impl_->stack.table().tensors()) names.push_back(t.name);
@@ -166,9 +167,7 @@ std::vector<std::string> TrainSession::tensor_names() const {
 }
 
 void TrainSession::save_checkpoint(const std::string& path) const {
-  FlatTensors host(impl_->stack.table());
-  impl_->stack.params().download(host);
-  if (impl_->dist.is_root()) bertperf::save_checkpoint(host, path);
+  if (impl_->dist.is_root()) impl_->stack.save_checkpoint(path);
 }
 
 }  // namespace bertperf

@@ -49,7 +49,8 @@ class TrainSession {
   const TrainProgress& progress() const;
   // Names of the parameter tensors, for weights_initialization lines.
   std::vector<std::string> tensor_names() const;
-  // Checkpoint of the current parameters (HDF5 keyed by TF name), written by rank 0.
+  // Checkpoint of the current parameters (HDF5 keyed by TF name) and, in an FP8 run, rank 0's FP8 scaling state,
+  // written by rank 0.
   void save_checkpoint(const std::string& path) const;
   // The backend's one-line description.
   std::string backend_description() const;
@@ -57,6 +58,8 @@ class TrainSession {
   std::vector<std::pair<std::string, std::string>> library_versions() const;
   // The gradient reducer's one-line description and the optimizer-state memory on this rank.
   std::string reduction_description() const;
+  // Whether the step is captured, and why not where it is not (TrainStep::describe_capture).
+  std::string capture_description() const;
 
  private:
   struct Impl;

@@ -21,6 +21,17 @@ std::unique_ptr<GradReducer> reducer_for(Backend& backend, const TensorTable& ta
                            FlatChunks::starts(table));
 }
 
+// The FP8 scaling state of `path` into `model`, where the file holds it (see TrainStackSpec::init_checkpoint).
+void restore_fp8_state(BertModel& model, const std::string& path) {
+  if (!has_fp8_state(path)) return;
+  if (model.fp8_state_table().size() == 0)
+    throw_input(path,
+                "holds the FP8 scaling state of an FP8 run, but this run's backend has no \"precision\": \"fp8\"");
+  FlatTensors state(model.fp8_state_table());
+  load_fp8_state(state, path);
+  model.upload_fp8_state(state);
+}
+
 Lamb lamb_for(Backend& backend, const TensorTable& table, const LambHyperparams& hp, const GradReducer& reducer) {
   const FlatRange part = reducer.part(table.total_elements());
   return Lamb(backend, table, hp, part.begin, part.end);
@@ -63,8 +74,16 @@ TrainStack::TrainStack(const TrainStackSpec& spec, DistContext& dist, std::uniqu
     bert_init_parameters(host, spec.model, spec.init_seed);
   } else {
     load_checkpoint(host, spec.init_checkpoint);
+    restore_fp8_state(model_, spec.init_checkpoint);
   }
   params_.upload(host);
+}
+
+void TrainStack::save_checkpoint(const std::string& path) const {
+  FlatTensors host(table_), fp8(model_.fp8_state_table());
+  params_.download(host);
+  model_.download_fp8_state(fp8);
+  bertperf::save_checkpoint(host, path, fp8.table().size() ? &fp8 : nullptr);
 }
 
 }  // namespace bertperf

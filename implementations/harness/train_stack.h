@@ -29,6 +29,8 @@ struct TrainStackSpec {
   ClipMode clip = ClipMode::PER_MICRO_BATCH;
   uint64_t seed = 0;           // the dropout masks
   uint64_t init_seed = 0;      // the initial parameters (bert_init_parameters), unless init_checkpoint names a file
+  // Parameters and, for an FP8 run, the FP8 scaling state where the file holds it (a phase-1 or bf16 checkpoint
+  // holds none: the scales start afresh); a file holding FP8 state is refused by a run without FP8.
   std::string init_checkpoint;
   BatchCapacity train_capacity;  // of every training batch
   BatchCapacity eval_capacity;   // of every eval batch (none: zero)
@@ -57,8 +59,12 @@ class TrainStack {
   Lamb& lamb() { return lamb_; }
   const Lamb& lamb() const { return lamb_; }
   BertModel& model() { return model_; }
+  const BertModel& model() const { return model_; }
   TrainStep& step() { return step_; }
   const TrainStep& step() const { return step_; }
+
+  // Writes the parameters and, on an FP8 backend, the model's FP8 scaling state to `path` (model/checkpoint.h).
+  void save_checkpoint(const std::string& path) const;
 
  private:
   std::unique_ptr<Backend> backend_;

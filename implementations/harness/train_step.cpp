@@ -19,7 +19,11 @@ TrainStep::TrainStep(Backend& backend, BertModel& model, ParamBuffers& params, L
     accumulator_ = DeviceBuffer(backend, params.elements() * dtype_size(backend.master_dtype()));
   on_ready_ = [this](size_t begin, size_t end) { reducer_.ready(params_.grads(), begin, end); };
   for (auto& v : batches_) v.reserve(options.micro_batches);  // so that no step allocates
-  can_capture_ = options.capture && backend.capabilities().capture && options.ranks == 1;
+  // Captured where the backend can and every collective of the step is held by the capture (the reducer's).
+  not_captured_ = !options.capture                    ? "capture is off in the config"
+                  : !backend.capabilities().capture ? "the backend cannot capture"
+                                                    : reducer.not_capturable();
+  can_capture_ = not_captured_.empty();
   // A sharded reducer: this rank clips and updates the chunks of its part of the buffer.
   const FlatRange part = reducer.part(params.elements());
   const std::vector<int64_t>& begins = lamb.chunks().begins();
@@ -65,7 +69,10 @@ void TrainStep::launch(const StagedStep& batches, int64_t updates_done) {
   // The first step runs eagerly (every op at its shape once); each set is captured at its first step after that.
   if (can_capture_ && steps_launched_ > 0 && !graphs_[set]) {
     graphs_[set] = backend_.capture([this, set] { issue(set); });
-    if (!graphs_[set]) can_capture_ = false;  // this backend cannot: eager from now on
+    if (!graphs_[set]) {  // this backend cannot: eager from now on
+      can_capture_ = false;
+      not_captured_ = "the backend declined the capture";
+    }
   }
   if (graphs_[set]) {
     graphs_[set]->replay();
@@ -87,6 +94,12 @@ StepStats TrainStep::finish() {
   out.grad_norm = std::sqrt(host.grad_norm_sq);
   out.nonfinite = host.nonfinite;
   return out;
+}
+
+std::string TrainStep::describe_capture() const {
+  if (!can_capture_) return "eager: " + not_captured_;
+  return options_.ranks > 1 ? "captured from the second step, the reducer's collectives included"
+                            : "captured from the second step";
 }
 
 void TrainStep::issue(int set) {

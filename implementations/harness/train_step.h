@@ -13,8 +13,9 @@
 // ops, from the forward of the first micro-batch to the LAMB update, are recorded once and replayed: the first step
 // runs them eagerly (libraries plan their kernels at a shape's first call), the second and third capture them, one
 // graph per set of staging buffers. Only the uploads (batches, scalars) and the download of the statistics stay
-// outside. Capture needs one rank for now (the MPI reducer works on the host between ops); StepOptions::capture
-// false keeps every step eager.
+// outside. With several ranks the reducer's collectives are captured with the step where its transport allows
+// (GradReducer::not_capturable: NCCL; MPI queued on cpu-async's queue), and every step stays eager where it does not
+// (describe_capture says why); StepOptions::capture false keeps every step eager.
 //
 // A step's batches come staged in backend memory from the batch pipeline (model/batch_pipeline.h), in two sets of
 // buffers used in turn (a captured step is one graph per set): on an asynchronous backend the caller asks the
@@ -23,6 +24,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "backends/backend.h"
@@ -70,6 +72,8 @@ class TrainStep {
 
   // Whether steps are being replayed from a captured graph (false before the capture, and where it is off).
   bool captured() const { return graphs_[0] != nullptr; }
+  // For logs: "captured from the second step ..." or "eager: " and why not.
+  std::string describe_capture() const;
 
  private:
   // The step's ops, from the first forward to the LAMB update, on the batches of staging set `set`.
@@ -85,6 +89,7 @@ class TrainStep {
   bool in_flight_ = false;
   int64_t steps_launched_ = 0;
   bool can_capture_ = false;
+  std::string not_captured_;  // why steps stay eager (empty where they are captured)
   std::unique_ptr<CapturedOps> graphs_[2];
   StepStats pending_;
   DeviceBuffer scalars_;        // ops::StepScalars, DEVICE

@@ -9,6 +9,7 @@
 
 #include "backends/fp8.h"
 #include "core/errors.h"
+#include "model/checkpoint.h"
 
 namespace bertperf {
 
@@ -167,11 +168,25 @@ BertModel::BertModel(Backend& backend, const BertConfig& config, const TensorTab
   Arena arena(arena_memory_.data(), arena_memory_.bytes());
   acts_->carve(arena, backend_, config_, capacity_);
   if (acts_->fp8_scale) {  // every scale starts at 1, every amax at 0 (Transformer Engine's start)
+    const int64_t layers = config.num_hidden_layers, H = backend_.fp8_recipe()->history;
+    fp8_table_.add(cat(kFp8StateGroup, "/scale"), {layers, Activations::kFp8Gemms, kFp8Operands});
+    fp8_table_.add(cat(kFp8StateGroup, "/amax_history"), {H, layers, Activations::kFp8Gemms, kFp8Operands});
     const std::vector<float> ones(acts_->fp8_tensors, 1.0f);
     upload_floats(backend_, acts_->fp8_scale, DType::F32, ones.data(), ones.size());
-    backend_.fill_zero(acts_->fp8_history,
-                       backend_.fp8_recipe()->history * ones.size() * sizeof(float));
+    backend_.fill_zero(acts_->fp8_history, H * ones.size() * sizeof(float));
   }
+}
+
+void BertModel::download_fp8_state(FlatTensors& host) const {
+  if (fp8_table_.size() == 0) return;
+  download_floats(backend_, host.get(fp8_table_[0]), acts_->fp8_scale, DType::F32, fp8_table_[0].numel);
+  download_floats(backend_, host.get(fp8_table_[1]), acts_->fp8_history, DType::F32, fp8_table_[1].numel);
+}
+
+void BertModel::upload_fp8_state(const FlatTensors& host) {
+  if (fp8_table_.size() == 0) return;
+  upload_floats(backend_, acts_->fp8_scale, DType::F32, host.get(fp8_table_[0]), fp8_table_[0].numel);
+  upload_floats(backend_, acts_->fp8_history, DType::F32, host.get(fp8_table_[1]), fp8_table_[1].numel);
 }
 
 BertModel::~BertModel() = default;

@@ -59,6 +59,14 @@ class BertModel {
   int mlm_logits_stride() const;
   const void* nsp_logits() const;  // (sequences, 2) A
   size_t arena_bytes() const;
+
+  // The FP8 scaling state (every encoder GEMM's operand scales and their amax history: ops.h GemmPrecision), laid
+  // out by fp8_state_table(): "fp8/scale" [layers, 4 GEMMs (QKV, attention output, FFN up, FFN down), 3 operands
+  // (input, weight, gradient)] and "fp8/amax_history" [H, layers, 4, 3]. The table is empty where the backend has no
+  // FP8 recipe. Checkpoints carry it (model/checkpoint.h), so a resumed FP8 run quantizes as the interrupted one.
+  const TensorTable& fp8_state_table() const { return fp8_table_; }
+  void download_fp8_state(FlatTensors& host) const;
+  void upload_fp8_state(const FlatTensors& host);
   const BertConfig& config() const { return config_; }
   Backend& backend() const { return backend_; }
 
@@ -69,6 +77,7 @@ class BertModel {
   BatchCapacity capacity_;
   BertOffsets offsets_;
   size_t table_elements_;
+  TensorTable fp8_table_;
   DeviceBuffer arena_memory_;
   std::unique_ptr<Activations> acts_;
   // Dropout of the last forward, reused by its backward.

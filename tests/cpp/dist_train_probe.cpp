@@ -49,7 +49,7 @@ int train(DistContext& dist, const std::string& config_path, int steps, const st
 
   TrainStack stack(stack_spec(c, 7, data.capacity), dist);
   std::cerr << cat("rank ", r, ": reduction: ", stack.reducer().describe(), "; LAMB state ", stack.lamb().state_bytes(),
-                   " bytes\n");
+                   " bytes; step: ", stack.step().describe_capture(), "\n");
 
   testing::StagedSteps staged(stack, std::move(batches), n);
   for (int s = 0; s < steps; ++s) {
@@ -58,6 +58,7 @@ int train(DistContext& dist, const std::string& config_path, int steps, const st
     dist.allreduce_sum(&loss, 1);
     if (dist.is_root()) std::printf("step %d loss %.17g\n", s + 1, loss / (n * W));
   }
+  if (stack.step().captured()) std::cerr << cat("rank ", r, ": replayed captured steps\n");
   FlatTensors host(stack.table());
   stack.params().download(host);
   if (dist.is_root()) {

@@ -1,7 +1,9 @@
 // Tests of HDF5 checkpoints (model/checkpoint.h): an exact round trip of a small BERT's parameters
-// in the TF layout, extra tensors (optimizer slots, global_step) ignored, and one InputError line
-// naming the file and the tensor for a missing tensor, a wrong shape, a wrong dtype, a foreign
-// format, a truncated file and a garbage file.
+// in the TF layout, extra tensors (optimizer slots, global_step) ignored, the FP8 scaling state
+// beside the parameters (an exact round trip under "fp8/", skipped by the parameter loader, absent
+// from a plain checkpoint, a wrong shape named), and one InputError line naming the file and the
+// tensor for a missing tensor, a wrong shape, a wrong dtype, a foreign format, a truncated file and
+// a garbage file.
 #include "model/checkpoint.h"
 
 #include <gtest/gtest.h>
@@ -91,6 +93,47 @@ TEST_F(CheckpointTest, ExtraTensorsAndMissingFormatStampAreAccepted) {
   load_checkpoint(loaded, p);
   const TensorInfo& w = table_.at("bert/embeddings/word_embeddings");
   EXPECT_EQ(std::memcmp(loaded.get(w), params_.get(w), w.numel * sizeof(float)), 0);
+}
+
+// The FP8 state as BertModel lays it out (bert.h fp8_state_table) for 2 layers and an amax history of 3.
+TEST_F(CheckpointTest, Fp8StateRidesBesideTheParameters) {
+  TensorTable fp8_table;
+  fp8_table.add("fp8/scale", {2, 4, 3});
+  fp8_table.add("fp8/amax_history", {3, 2, 4, 3});
+  FlatTensors fp8(fp8_table);
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> uniform(0.0f, 448.0f);
+  for (const TensorInfo& t : fp8_table.tensors())
+    for (size_t i = 0; i < t.numel; ++i) fp8.get(t)[i] = uniform(rng);
+
+  const std::string plain = path("plain.h5"), with = path("fp8.h5");
+  save_checkpoint(params_, plain);
+  save_checkpoint(params_, with, &fp8);
+  EXPECT_FALSE(has_fp8_state(plain));
+  ASSERT_TRUE(has_fp8_state(with));
+  FlatTensors loaded(table_), loaded_fp8(fp8_table);
+  load_checkpoint(loaded, with);  // the parameters alone, the FP8 group skipped
+  EXPECT_EQ(std::memcmp(loaded.data(), params_.data(), params_.size() * sizeof(float)), 0);
+  load_fp8_state(loaded_fp8, with);
+  for (const TensorInfo& t : fp8_table.tensors())
+    EXPECT_EQ(std::memcmp(loaded_fp8.get(t), fp8.get(t), t.numel * sizeof(float)), 0) << t.name;
+  EXPECT_EQ(h5::File::open(with).info("fp8/amax_history").shape, (std::vector<int64_t>{3, 2, 4, 3}));
+
+  // Another history length: one line naming the file, the tensor and both shapes.
+  TensorTable other_table;
+  other_table.add("fp8/scale", {2, 4, 3});
+  other_table.add("fp8/amax_history", {1, 2, 4, 3});
+  FlatTensors other(other_table);
+  try {
+    load_fp8_state(other, with);
+    FAIL() << "loaded a history of 3 into one of 1";
+  } catch (const InputError& e) {
+    const std::string msg = e.what();
+    for (const std::string& part : {with, std::string("fp8/amax_history"), std::string("[3,2,4,3]"),
+                                   std::string("[1,2,4,3]")})
+      EXPECT_NE(msg.find(part), std::string::npos) << "'" << part << "' not in: " << msg;
+    EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+  }
 }
 
 TEST_F(CheckpointTest, MissingTensorIsNamed) {

@@ -48,6 +48,7 @@ TEST(CpuAsync, DeclaresAGpusCapabilities) {
   EXPECT_EQ(b->name(), "cpu-async");
   EXPECT_TRUE(b->capabilities().asynchronous);
   EXPECT_TRUE(b->capabilities().capture);
+  EXPECT_TRUE(b->capabilities().host_functions);
   EXPECT_TRUE(b->capabilities().static_shapes);
   EXPECT_TRUE(b->capabilities().host_memory);
   EXPECT_TRUE(b->capabilities().nondeterministic.empty());
@@ -234,6 +235,48 @@ TEST(CpuAsync, CaptureRecordsWithoutRunningAndRefusesHostTraffic) {
   b->synchronize();  // the backend is still fine
 }
 
+// A host function runs on the worker in its turn, as a CUDA host node does (the MPI transport queues its collectives
+// so): after the work issued before it and before the work issued after, with the worker far behind the host; a
+// capture records it and every replay runs it again. With "host_functions": false the backend declares none and
+// refuses one.
+TEST(CpuAsync, HostFunctionsRunInTheQueuesOrderAndAreCaptured) {
+  const auto b = cpu_async(2000);
+  DeviceBuffer busy(*b, 4096), src(*b, sizeof(float)), device(*b, sizeof(float));
+  struct Seen {
+    const float* device;
+    std::vector<float> values;  // what device held each time the function ran
+  } seen{device.as<float>(), {}};
+  seen.values.reserve(8);
+  const Device::HostFunction note = [](void* arg) {
+    auto& s = *static_cast<Seen*>(arg);
+    s.values.push_back(*s.device);
+  };
+  const float one = 1.0f;
+  const auto issue = [&] {
+    b->fill_zero(device.data(), sizeof(float));
+    b->enqueue_host_function(note, &seen);  // sees the fill
+    b->copy(device.data(), src.data(), sizeof(float));
+  };
+  b->upload(src.data(), &one, sizeof one);  // pageable: src holds 1 once it returns
+  keep_busy(*b, busy);
+  issue();
+  EXPECT_TRUE(seen.values.empty()) << "the host function ran when it was issued, not in its turn";
+  b->enqueue_host_function(note, &seen);  // sees the copy
+  const auto graph = b->capture(issue);
+  b->synchronize();
+  ASSERT_EQ(seen.values, (std::vector<float>{0.0f, 1.0f})) << "a capture ran its host function";
+  graph->replay();
+  graph->replay();
+  b->enqueue_host_function(note, &seen);
+  b->synchronize();
+  EXPECT_EQ(seen.values, (std::vector<float>{0.0f, 1.0f, 0.0f, 0.0f, 1.0f}));
+
+  const auto none = make_backend(backend_spec("cpu-async", {"threads=1", "host_functions=false"}));
+  EXPECT_FALSE(none->capabilities().host_functions);
+  EXPECT_NE(internal_error([&] { none->enqueue_host_function(note, &seen); }).find("no host functions"),
+            std::string::npos);
+}
+
 // A capture is its thread's alone, as a CUDA capture in thread-local mode: while one thread captures a step,
 // another (the batch pipeline's read-ahead) waits for an earlier upload before refilling its pinned block. Under
 // load the read-ahead's wait fell inside the step's capture and was refused as host traffic of the capture.
@@ -344,7 +387,8 @@ TEST(CpuAsync, EventsOfAnotherBackendAreRefused) {
 }
 
 TEST(CpuAsync, OptionsAreCheckedWhenTheBlockIsRead) {
-  for (const char* bad : {"delay_us=-1", "delay_us=2000000", "delay_seed=-5", "threads=-2", "delay=3"}) {
+  for (const char* bad :
+       {"delay_us=-1", "delay_us=2000000", "delay_seed=-5", "threads=-2", "delay=3", "host_functions=3"}) {
     try {
       backend_spec("cpu-async", {bad}, "c.json: backend");
       ADD_FAILURE() << bad << " was accepted";

@@ -71,7 +71,8 @@ TEST(CudaCapabilities, EachArchitectureAndOptionDeclareTheTable) {
     if (r.nondeterministic) nondet.add(Op::ATTENTION_BACKWARD);
     EXPECT_EQ(d.capabilities.own_dropout_masks.bits, masks.bits);
     EXPECT_EQ(d.capabilities.nondeterministic.bits, nondet.bits);
-    EXPECT_TRUE(d.capabilities.static_shapes && d.capabilities.asynchronous && d.capabilities.capture);
+    EXPECT_TRUE(d.capabilities.static_shapes && d.capabilities.asynchronous && d.capabilities.capture &&
+                d.capabilities.host_functions);
     EXPECT_FALSE(d.capabilities.host_memory);
   }
 }

@@ -1,8 +1,10 @@
 // The CUDA linear layers' GEMMs (backends/cuda/linear_gemms.cpp), checked without a GPU: each GEMM the CUDA
 // backend would hand cuBLASLt (column-major, its transposes, leading dimensions, group offsets, epilogues with
 // their bias and aux matrices, accumulation) is run by a reference GEMM here in fp64, and the result is compared
-// with the CPU backend's fp64 linear ops on the same inputs. What this cannot check is cuBLASLt itself (and its
-// GELU formula): the backend-conformance test does that on a GPU.
+// with the CPU backend's fp64 linear ops on the same inputs. The FP8 GEMMs are checked the same way on copies laid out
+// as linear.h's Fp8Operands says (scaled by powers of two, so fp64 stays exact), and each must be one Hopper's FP8
+// GEMMs take: A transposed, B not, never two E5M2 operands. What this cannot check is cuBLASLt itself (and its
+// GELU formula) and the cast kernels that make the copies: the backend-conformance test does that on a GPU.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -11,6 +13,7 @@
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cuda/linear.h"
+#include "backends/fp8.h"
 #include "backends/kernel_math.h"
 
 namespace bertperf {
@@ -27,7 +30,8 @@ struct StdTanh {
   double operator()(double x) const { return std::tanh(x); }
 };
 
-// cuBLASLt's semantics, column-major: D (m, n) = epilogue(op(A) . op(B)) (+ D when accumulating), batch 1.
+// cuBLASLt's semantics, column-major: D (m, n) = epilogue(scale_a scale_b op(A) . op(B)) (+ D when accumulating),
+// batch 1.
 void reference_gemm(const Gemm& g) {
   ASSERT_EQ(g.batch, 1);
   const double* A = static_cast<const double*>(g.A);
@@ -43,6 +47,8 @@ void reference_gemm(const Gemm& g) {
         const double b = g.trans_b ? B[j + static_cast<size_t>(l) * g.ldb] : B[l + static_cast<size_t>(j) * g.ldb];
         acc += a * b;
       }
+      if (g.scale_a) acc *= *g.scale_a;
+      if (g.scale_b) acc *= *g.scale_b;
       double v = acc;
       const size_t at_aux = i + static_cast<size_t>(j) * g.ld_aux;
       switch (g.epilogue) {
@@ -164,6 +170,106 @@ TEST(CudaLinearGemms, BackwardMatchesTheCpuLinear) {
       expect_near(dinp, dinp_ref, "dinp");
       expect_near(dw, dw_ref, "dweight");
     }
+  }
+}
+
+// An FP8 linear op's copies in fp64 (linear.h Fp8Operands), each operand scaled by its scale, and the inverse scales.
+struct Fp8Copies {
+  Vec inp, inp_t, weight_oi, weight_io, dout, dout_t;
+  float inv_scale[kFp8Operands] = {1 / 4.0f, 1 / 0.5f, 1 / 8.0f};  // powers of two: every product stays exact
+  cuda::Fp8Operands operands() const {
+    return {inp.data(), inp_t.data(), weight_oi.data(), weight_io.data(), dout.data(), dout_t.data(), inv_scale,
+            CUDA_R_64F, CUDA_R_64F};
+  }
+};
+
+Fp8Copies fp8_copies(const Shape& s, const Vec& x, const Vec& w, const Vec& dout) {
+  Fp8Copies c;
+  const size_t N = s.N, I = s.I, O = s.O, G = s.groups, ws = I * O;
+  const double si = 1 / c.inv_scale[FP8_INPUT], sw = 1 / c.inv_scale[FP8_WEIGHT], sg = 1 / c.inv_scale[FP8_GRAD];
+  c.inp.resize(N * I);
+  c.inp_t.resize(I * N);
+  for (size_t n = 0; n < N; ++n)
+    for (size_t i = 0; i < I; ++i) c.inp[n * I + i] = c.inp_t[i * N + n] = x[n * I + i] * si;
+  c.weight_oi.resize(G * ws);
+  c.weight_io.resize(G * ws);
+  for (size_t g = 0; g < G; ++g)
+    for (size_t i = 0; i < I; ++i)
+      for (size_t o = 0; o < O; ++o) {
+        const double v = s.layout == WeightLayout::IN_OUT ? w[g * ws + i * O + o] : w[g * ws + o * I + i];
+        c.weight_oi[g * ws + o * I + i] = c.weight_io[g * ws + i * O + o] = v * sw;
+      }
+  if (!dout.empty()) {
+    c.dout.resize(N * G * O);
+    c.dout_t.resize(G * O * N);
+    for (size_t n = 0; n < N; ++n)
+      for (size_t col = 0; col < G * O; ++col)
+        c.dout[n * G * O + col] = c.dout_t[col * N + n] = dout[n * s.ldo + col] * sg;
+  }
+  return c;
+}
+
+// The GEMMs the CUDA backend hands cuBLASLt for FP8 are ones its FP8 kernels take, with the types of the recipe.
+void expect_hopper_fp8(const std::vector<Gemm>& gemms, const char* what) {
+  for (const Gemm& g : gemms) {
+    EXPECT_TRUE(g.trans_a && !g.trans_b) << what << ": FP8 GEMMs take A transposed and B not";
+    EXPECT_FALSE(g.type_a == CUDA_R_8F_E5M2 && g.type_b == CUDA_R_8F_E5M2) << what << ": no E5M2 x E5M2 FP8 GEMM";
+    EXPECT_TRUE(g.scale_a && g.scale_b) << what << ": both operands' inverse scales";
+    for (cudaDataType_t t : {g.type_a, g.type_b})
+      EXPECT_TRUE(t == CUDA_R_8F_E4M3 || t == CUDA_R_8F_E5M2) << what;
+  }
+}
+
+TEST(CudaLinearGemms, Fp8GemmsOnTheirCopiesMatchTheCpuLinear) {
+  auto cpu = make_cpu_backend(DType::F64, 1);
+  std::mt19937_64 rng(7);
+  for (const Shape& s : shapes()) {
+    if (s.act == Activation::TANH) continue;  // not an encoder linear: never in FP8
+    SCOPED_TRACE(testing::Message() << "N " << s.N << " I " << s.I << " O " << s.O << " x" << s.groups << " ldo "
+                                    << s.ldo);
+    const size_t ws = static_cast<size_t>(s.I) * s.O, NI = static_cast<size_t>(s.N) * s.I;
+    const size_t n_out = static_cast<size_t>(s.N) * s.ldo;
+    const Vec x = random(rng, NI), w = random(rng, ws * s.groups), b = random(rng, static_cast<size_t>(s.O) * s.groups),
+              dout = random(rng, n_out), dw0 = random(rng, ws * s.groups);
+    const Fp8Copies copies = fp8_copies(s, x, w, dout);
+    const cuda::Fp8Operands f = copies.operands();
+    const bool gelu = s.act == Activation::GELU;
+
+    // Forward, with cuBLASLt's epilogues as without FP8.
+    Vec out_ref(n_out, NAN), pre_ref(n_out, NAN), out(n_out, NAN), pre(n_out, NAN);
+    ops::LinearForward fw{out_ref.data(), gelu ? pre_ref.data() : nullptr, x.data(), w.data(),
+                          s.bias ? b.data() : nullptr, s.N, s.I, s.O, s.groups, ws, static_cast<size_t>(s.O), s.ldo,
+                          s.layout, s.act};
+    cpu->linear_forward(fw);
+    fw.out = out.data();
+    fw.pre = gelu ? pre.data() : nullptr;
+    const bool lt_gelu = gelu && s.groups == 1;
+    for (const Gemm& g : cuda::linear_forward_gemms(fw, lt_gelu, kF64, &f)) reference_gemm(g);
+    if (gelu && !lt_gelu)
+      for (size_t i = 0; i < n_out; ++i) out[i] = kmath::gelu(pre[i], StdTanh{});
+    expect_near(out, out_ref, "FP8 out");
+    if (gelu) expect_near(pre, pre_ref, "FP8 pre");
+
+    // Backward: dinp and dweight (accumulated onto dw0).
+    Vec dinp_ref(NI, NAN), dinp(NI, NAN), dw_ref = dw0, dw = dw0;
+    ops::LinearBackward bw{dinp_ref.data(), dw_ref.data(), nullptr, dout.data(), x.data(), w.data(), s.N, s.I, s.O,
+                           s.groups, ws, static_cast<size_t>(s.O), s.ldo, s.layout, false};
+    cpu->linear_backward(bw);
+    bw.dinp = dinp.data();
+    bw.dweight = dw.data();
+    for (const Gemm& g : cuda::linear_dinp_gemms(bw, false, kF64, &f)) reference_gemm(g);
+    for (const Gemm& g : cuda::linear_dweight_gemms(bw, kF64, &f)) reference_gemm(g);
+    expect_near(dinp, dinp_ref, "FP8 dinp");
+    expect_near(dw, dw_ref, "FP8 dweight");
+
+    // With the recipe's types, every one of them is a GEMM Hopper's FP8 kernels take.
+    cuda::Fp8Operands real = f;
+    real.forward = CUDA_R_8F_E4M3;
+    real.gradient = CUDA_R_8F_E5M2;
+    const cuda::LinearDtypes bf16;
+    expect_hopper_fp8(cuda::linear_forward_gemms(fw, lt_gelu, bf16, &real), "forward");
+    expect_hopper_fp8(cuda::linear_dinp_gemms(bw, false, bf16, &real), "dinp");
+    expect_hopper_fp8(cuda::linear_dweight_gemms(bw, bf16, &real), "dweight");
   }
 }
 

@@ -3,8 +3,10 @@
 // parameter within 1e-5, for each reduction (plain all-reduce, bucketed and overlapped with the backward,
 // hierarchical, sharded LAMB) in the clip modes it runs in. Under `mpirun -np 2` on this host, and as 2 hosts x 2
 // ranks over TCP between network namespaces (scripts/netns_hosts.sh), skipped with the reason where this machine
-// does not permit them. cpu-bf16 under `mpirun -np 2` too, at bf16's precision. Two ranks on cpu-async (the backend's work queued on a thread, with random delays, so MPI
-// must wait for the backend's events before it touches a gradient) train as one rank on the cpu backend.
+// does not permit them. cpu-bf16 under `mpirun -np 2` too, at bf16's precision. Two ranks on cpu-async (the backend's
+// work queued on a thread, with random delays) train as one rank on the cpu backend, with MPI waiting for the
+// backend's events before it touches a gradient, and with the whole step captured, MPI's collectives queued on the
+// backend, bit for bit as the same ranks eager.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -38,6 +40,11 @@ std::string slurp(const std::string& path) {
   std::stringstream s;
   s << in.rdbuf();
   return s.str();
+}
+
+std::string slurp_bytes(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
 Command shell(const std::string& command, const fs::path& dir) {
@@ -216,9 +223,10 @@ TEST(DistTraining, TwoRanksEqualOneOnCpuBf16) {
 #endif
 }
 
-// The reducers on an asynchronous backend: MPI reads a gradient bucket once the backend's event after the backward's
-// writes has passed (on the communication thread for the bucketed reducer), and the sum, the sharded norms and the
-// gather wait for all the work before them. cpu-async with random delays makes a missing wait show as wrong numbers.
+// The reducers on an asynchronous backend that queues no host functions ("host_functions": false, so the step stays
+// eager): MPI reads a gradient bucket once the backend's event after the backward's writes has passed (on the
+// communication thread for the bucketed reducer), and the sum, the sharded norms and the gather wait for all the work
+// before them. cpu-async with random delays makes a missing wait show as wrong numbers.
 TEST(DistTraining, TwoRanksOnCpuAsyncEqualOneOnCpu) {
 #ifndef BERTPERF_HAVE_MPI
   GTEST_SKIP() << "built without MPI";
@@ -229,7 +237,8 @@ TEST(DistTraining, TwoRanksOnCpuAsyncEqualOneOnCpu) {
   const Trained one[2] = {
       train("", setup.config("one", 1, 4, false, R"({"algorithm": "allreduce"})"), dir.path, "one"),
       train("", setup.config("one-after", 1, 4, true, R"({"algorithm": "allreduce"})"), dir.path, "one-after")};
-  const std::string async = R"({"name": "cpu-async", "threads": 1, "delay_us": 200, "delay_seed": 4})";
+  const std::string async =
+      R"({"name": "cpu-async", "threads": 1, "delay_us": 200, "delay_seed": 4, "host_functions": false})";
   for (const Case& c : kCases) {
     if (c.name != std::string("allreduce") && c.name != std::string("bucketed") &&
         c.name != std::string("sharded-after"))
@@ -238,8 +247,97 @@ TEST(DistTraining, TwoRanksOnCpuAsyncEqualOneOnCpu) {
                                setup.config(cat("async-", c.name), 2, 2, c.after_reduction, c.reduction, async),
                                dir.path, cat("async-", c.name));
     EXPECT_NE(many.err.find(c.described), std::string::npos) << c.name << ": " << many.err;
+    EXPECT_NE(many.err.find("step: eager: the backend queues no host functions"), std::string::npos) << many.err;
     expect_same_training(one[c.after_reduction], many, cat("cpu-async ", c.name).c_str());
   }
+#endif
+}
+
+// The whole step captured across ranks: on cpu-async the MPI transport queues each collective on the backend's queue
+// as a host function (comm/transport.h), so the step from the first forward to the LAMB update, the reducer's
+// collectives included, is captured at the second and third steps and replayed from then on. With random delays on
+// the queue, 2 ranks captured over 20 steps equal the same 2 ranks eager (capture off) bit for bit: every step's
+// loss and every parameter, for the plain, bucketed, hierarchical and sharded reductions (the same ops on the same
+// data in the same order, whether replayed or issued), and train as one rank on cpu does (to fp32's order of sums).
+// A capture that dropped, reordered or ran a collective early changes the numbers; the eager run says why it is
+// eager.
+TEST(DistTraining, TwoRanksCapturedOnCpuAsyncEqualEagerBitForBit) {
+#ifndef BERTPERF_HAVE_MPI
+  GTEST_SKIP() << "built without MPI";
+#else
+  if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
+  TempDir dir("bertperf_dist_captured");
+  TrainFiles setup(dir.path);
+  const Trained one[2] = {
+      train("", setup.config("one", 1, 4, false, R"({"algorithm": "allreduce"})"), dir.path, "one"),
+      train("", setup.config("one-after", 1, 4, true, R"({"algorithm": "allreduce"})"), dir.path, "one-after")};
+  const std::string launch = "mpirun -np 2 --oversubscribe --allow-run-as-root --mca mpi_yield_when_idle 1";
+  for (const Case& c : kCases) {
+    const std::string name = c.name;
+    if (name != "allreduce" && name != "bucketed" && name != "hierarchical" && name != "sharded-after") continue;
+    Trained runs[2];
+    for (const bool capture : {true, false}) {
+      const std::string backend = cat(R"({"name": "cpu-async", "threads": 1, "delay_us": 100, "delay_seed": )",
+                                      capture ? 5 : 6, R"(, "capture": )", capture ? "true" : "false", "}");
+      const std::string run = cat(capture ? "captured-" : "eager-", name);
+      runs[capture] = train(launch, setup.config(run, 2, 2, c.after_reduction, c.reduction, backend), dir.path, run);
+    }
+    const Trained &captured = runs[1], &eager = runs[0];
+    EXPECT_NE(captured.err.find("step: captured from the second step, the reducer's collectives included"),
+              std::string::npos)
+        << name << ": " << captured.err;
+    EXPECT_NE(captured.err.find("rank 1: replayed captured steps"), std::string::npos) << name << ": " << captured.err;
+    EXPECT_NE(eager.err.find("step: eager: capture is off in the config"), std::string::npos) << name << ": "
+                                                                                              << eager.err;
+    EXPECT_EQ(eager.err.find("replayed captured steps"), std::string::npos) << name << ": " << eager.err;
+    ASSERT_EQ(captured.losses.size(), size_t(kSteps)) << name << ": " << captured.err;
+    ASSERT_EQ(eager.losses.size(), size_t(kSteps)) << name << ": " << eager.err;
+    for (int s = 0; s < kSteps; ++s)
+      EXPECT_EQ(captured.losses[s], eager.losses[s]) << name << ", step " << s + 1;
+    ASSERT_EQ(captured.params.size(), eager.params.size()) << name;
+    ASSERT_FALSE(captured.params.empty()) << name;
+    size_t differ = 0;
+    for (size_t i = 0; i < eager.params.size(); ++i)
+      differ += std::memcmp(&captured.params[i], &eager.params[i], sizeof(float)) != 0;
+    EXPECT_EQ(differ, 0u) << name << ": parameters that differ between the captured and the eager run";
+    expect_same_training(one[c.after_reduction], captured, cat("captured ", name).c_str());  // and train as one rank
+  }
+#endif
+}
+
+// The session around a step captured across ranks (`bertperf train`, 2 ranks on cpu-async with random delays): the
+// printed losses and learning rates, the evaluation at the end and the saved checkpoint equal those of the same run
+// with capture off, byte for byte.
+TEST(DistTraining, TrainCommandCapturedAcrossRanksEvaluatesAndSavesAsEager) {
+#ifndef BERTPERF_HAVE_MPI
+  GTEST_SKIP() << "built without MPI";
+#else
+  if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
+  TempDir dir("bertperf_dist_captured_cli");
+  TrainFiles setup(dir.path);
+  Command runs[2];
+  for (const bool capture : {true, false}) {
+    const std::string name = capture ? "captured" : "eager";
+    const std::string backend = cat(R"({"name": "cpu-async", "threads": 1, "delay_us": 100, "delay_seed": 7, )",
+                                    R"("capture": )", capture ? "true" : "false", "}");
+    const std::string config =
+        setup.config(name, 2, 2, true, R"({"algorithm": "bucketed", "bucket_mb": 0.01})", backend);
+    runs[capture] = shell(cat("timeout 120 mpirun -np 2 --oversubscribe --allow-run-as-root --mca mpi_yield_when_idle 1 ",
+                              BERTPERF_BINARY_DIR, "/bin/bertperf train --config ", config, " --seed 3 --steps 8 --eval",
+                              " --save ", (dir.path / (name + ".h5")).string()),
+                          dir.path);
+    ASSERT_EQ(runs[capture].code, 0) << runs[capture].out << runs[capture].err;
+  }
+  EXPECT_NE(runs[1].err.find("step: captured from the second step, the reducer's collectives included"),
+            std::string::npos)
+      << runs[1].err;
+  EXPECT_NE(runs[0].err.find("step: eager: capture is off in the config"), std::string::npos) << runs[0].err;
+  EXPECT_NE(runs[1].out.find("step 8 "), std::string::npos) << runs[1].out;
+  EXPECT_NE(runs[1].out.find("eval samples "), std::string::npos) << runs[1].out;
+  EXPECT_EQ(runs[1].out, runs[0].out);
+  const std::string saved[2] = {slurp_bytes(dir.path / "eager.h5"), slurp_bytes(dir.path / "captured.h5")};
+  ASSERT_FALSE(saved[0].empty());
+  EXPECT_TRUE(saved[0] == saved[1]) << "the checkpoints differ";
 #endif
 }
 

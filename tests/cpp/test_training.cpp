@@ -1,12 +1,11 @@
 // Training as a whole, on small learnable data: the loss falls; a run is bit-identical when
-// Training as a whole, on small learnable data: the loss falls; a run is bit-identical when
 // repeated in one process and across processes; on cpu-async (the cpu backend's work queued as on a GPU: capture,
 // reading ahead, events; with and without random delays) it gives the cpu backend's losses, eval and checkpoint,
 // bit for bit at the same shapes (every batch at full capacity, "static_shapes") and within fp32 rounding of the
-// cpu backend at the batches' own sizes; cpu-bf16's FP8 twin tracks fp64 within FP8's precision; a training step
-// allocates nothing after the first (after the captures, where the backend captures; on cpu, cpu-async, cpu-bf16 and
-// its FP8 twin); bad configs, bad data and a NaN loss each end
-// `bertperf train` with one line and a non-zero exit.
+// cpu backend at the batches' own sizes; cpu-bf16's FP8 twin tracks fp64 within FP8's precision, and a run of it
+// resumed from its checkpoint equals the uninterrupted run; a training step allocates nothing after the first (after
+// the captures, where the backend captures; on cpu, cpu-async, cpu-bf16 and its FP8 twin); bad configs, bad data
+// and a NaN loss each end `bertperf train` with one line and a non-zero exit.
 #include <gtest/gtest.h>
 
 #include <link.h>
@@ -272,6 +271,14 @@ Batch first_batch(const TrainConfig& config, bool pad_predictions = true) {
   return batch;
 }
 
+// The first `n` training batches of a config's data, as the trainer reads them with seed 0.
+std::vector<Batch> first_batches(const TrainConfig& config, int n) {
+  PretrainingReader reader(reader_plan(config, DataSet::TRAIN, 0, 1).options);
+  std::vector<Batch> batches(n);
+  for (Batch& b : batches) EXPECT_TRUE(reader.next(b));
+  return batches;
+}
+
 // The training stack of a config on one rank, from the parameters of seed 1.
 struct StepParts {
   std::unique_ptr<DistContext> dist = DistContext::single();
@@ -288,6 +295,85 @@ struct StepParts {
     return s;
   }
 };
+
+// A resumed FP8 run quantizes as the uninterrupted one: six steps in one go equal, bit for bit (losses, gradient
+// norms, the FP8 state at the end), three steps, a checkpoint, and three more on a new stack started from it (the
+// same batches, the same step numbers). The learning rate is 0, so the parameters stay put: a checkpoint carries the
+// parameters and the FP8 scaling state but not LAMB's moments (no checkpoint here does), and the FP8 state is what
+// is under test, with an amax history of 2 so both its rows matter. Resuming from the same parameters without the
+// FP8 state (scales 1 again) must differ, or the test could not fail. A run without FP8, and an FP8 run with another
+// history length, refuse the checkpoint in one line.
+TEST(Training, Fp8RunResumedFromItsCheckpointEqualsTheUninterruptedRun) {
+  const fs::path dir = scratch("fp8_resume");
+  const auto run = testing::write_synthetic_run(dir);
+  TrainConfig config = load_train_config(run.config_path);
+  config.backend = block(R"({"name": "cpu-bf16", "threads": 1, "precision": "fp8", "fp8_history": 2})");
+  config.lamb.learning_rate = 0;
+  constexpr int kSteps = 6, kFirst = 3;
+  const std::vector<Batch> batches = first_batches(config, kSteps);
+  struct Trace {
+    std::vector<StepStats> steps;
+    std::unique_ptr<FlatTensors> fp8;
+  };
+  // Steps [first, kSteps) on a stack from `config`, then its checkpoint at `save` (if any).
+  auto train = [&](const TrainConfig& c, int first, int last, const std::string& save = "") {
+    StepParts parts(c, batches[0].capacity);
+    testing::StagedSteps staged(parts.stack, {batches.begin() + first, batches.begin() + last});
+    Trace t;
+    for (int i = first; i < last; ++i) t.steps.push_back(staged.run(i));
+    t.fp8 = std::make_unique<FlatTensors>(parts.stack.model().fp8_state_table());
+    parts.stack.model().download_fp8_state(*t.fp8);
+    if (!save.empty()) parts.stack.save_checkpoint(save);
+    return t;
+  };
+  auto same = [](const StepStats& a, const StepStats& b) {
+    return std::memcmp(&a.loss, &b.loss, sizeof a.loss) == 0 && std::memcmp(&a.grad_norm, &b.grad_norm, 8) == 0;
+  };
+  const Trace whole = train(config, 0, kSteps);
+  const std::string checkpoint = (dir / "fp8.h5").string(), plain = (dir / "plain.h5").string();
+  const Trace head = train(config, 0, kFirst, checkpoint);
+  ASSERT_TRUE(has_fp8_state(checkpoint));
+  for (int i = 0; i < kFirst; ++i) EXPECT_TRUE(same(head.steps[i], whole.steps[i])) << "step " << i;
+
+  TrainConfig resumed = config;
+  resumed.init_checkpoint = checkpoint;
+  const Trace tail = train(resumed, kFirst, kSteps);
+  for (int i = kFirst; i < kSteps; ++i)
+    EXPECT_TRUE(same(tail.steps[i - kFirst], whole.steps[i]))
+        << "step " << i << ": loss " << tail.steps[i - kFirst].loss.mlm_loss << ", uninterrupted "
+        << whole.steps[i].loss.mlm_loss;
+  ASSERT_GT(whole.fp8->size(), 0u);
+  EXPECT_EQ(std::memcmp(tail.fp8->data(), whole.fp8->data(), whole.fp8->size() * sizeof(float)), 0);
+
+  {  // the same parameters without the FP8 state: the scales start at 1 again, and the run differs
+    const auto dist = DistContext::single();
+    TrainStack stack(StepParts::spec(resumed, batches[0].capacity, 1, ClipMode::PER_MICRO_BATCH), *dist);
+    FlatTensors params(stack.table());
+    stack.params().download(params);
+    save_checkpoint(params, plain);
+  }
+  resumed.init_checkpoint = plain;
+  const Trace fresh = train(resumed, kFirst, kSteps);
+  EXPECT_FALSE(same(fresh.steps[0], whole.steps[kFirst])) << "resuming without the FP8 state changed nothing";
+
+  auto expect_refused = [&](TrainConfig c, const char* backend, const std::string& what) {
+    SCOPED_TRACE(backend);
+    c.backend = block(backend);
+    c.init_checkpoint = checkpoint;
+    try {
+      StepParts parts(c, batches[0].capacity);
+      ADD_FAILURE() << "the checkpoint was accepted";
+    } catch (const InputError& e) {
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find(checkpoint), std::string::npos) << msg;
+      EXPECT_NE(msg.find(what), std::string::npos) << msg;
+      EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+    }
+  };
+  expect_refused(config, R"({"name": "cpu-bf16", "threads": 1})", "FP8 scaling state");
+  expect_refused(config, R"({"name": "cpu-bf16", "threads": 1, "precision": "fp8"})", "fp8/amax_history");
+  fs::remove_all(dir);
+}
 
 // Finds the oneDNN library's executable segments, where it is loaded (a build with oneDNN, once cpu-bf16 is built).
 void find_onednn_text() {

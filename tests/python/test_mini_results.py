@@ -1,7 +1,7 @@
-"""The committed mini result sets (results/mini_cpu_2c in fp32 and results/mini_cpu_2c_bf16 on cpu-bf16, written
-by scripts/mini.sh) judged by the official tools: every log by the official compliance checker, the tree by the
-official package checker, its score by the official result summarizer; and its convergence against the committed
-PyTorch reference runs of the same recipe in fp32 (benchmarks/bert/mini/reference/pytorch_cpu_2c.json)."""
+"""The committed mini result sets (results/mini_cpu_2c in fp32, results/mini_cpu_2c_bf16 on cpu-bf16 and
+results/mini_cpu_2c_fp8 on its FP8 twin, written by scripts/mini.sh) judged by the official tools: every log by the
+official compliance checker, the tree by the official package checker, its score by the official result summarizer;
+and its convergence against the committed PyTorch reference runs of the same recipe in fp32 (benchmarks/bert/mini/reference/pytorch_cpu_2c.json)."""
 
 import json
 import subprocess
@@ -17,7 +17,7 @@ from bertperf_compliance.check.package import check_package
 from bertperf_compliance.report.runs import read_run
 from bertperf_compliance.report.systems import find_result_sets
 
-SETS = ["mini_cpu_2c", "mini_cpu_2c_bf16"]
+SETS = ["mini_cpu_2c", "mini_cpu_2c_bf16", "mini_cpu_2c_fp8"]
 REFERENCE = REPO / "benchmarks" / "bert" / "mini" / "reference" / "pytorch_cpu_2c.json"
 BENCHMARK = json.loads((REPO / "benchmarks" / "bert" / "mini" / "benchmark.json").read_text())
 

@@ -168,6 +168,7 @@ class CpuAsyncBackend final : public Backend {
     caps_.static_shapes = true;
     caps_.asynchronous = true;
     caps_.capture = true;
+    caps_.host_functions = options.host_functions;
     caps_.host_memory = true;
   }
   ~CpuAsyncBackend() override { queue_.drain(); }
@@ -178,7 +179,8 @@ class CpuAsyncBackend final : public Backend {
                options_.delay_us > 0 ? cat(", random delays of up to ", options_.delay_us, " us (seed ",
                                            options_.delay_seed, ")")
                                      : std::string(),
-               options_.blocking_uploads ? ", blocking uploads" : "", "; ", inner_->describe());
+               options_.blocking_uploads ? ", blocking uploads" : "",
+               options_.host_functions ? "" : ", no host functions", "; ", inner_->describe());
   }
   std::vector<std::pair<std::string, std::string>> library_versions() const override {
     return inner_->library_versions();
@@ -251,6 +253,10 @@ class CpuAsyncBackend final : public Backend {
   }
 
   std::unique_ptr<CapturedOps> capture(const std::function<void()>& issue) override;
+  void enqueue_host_function(HostFunction fn, void* arg) override {
+    if (!caps_.host_functions) return Backend::enqueue_host_function(fn, arg);  // "host_functions": false
+    issue([fn, arg] { fn(arg); });
+  }
 
   // ---- ops ----
   size_t attention_saved_bytes(int tokens, int sequences, int max_seqlen, int heads) const override {

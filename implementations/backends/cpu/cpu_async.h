@@ -15,6 +15,8 @@
 //  - deallocate waits for all the work issued before it;
 //  - capture() records the work `issue` makes without running it, and replay() queues it again: the ops read the
 //    step's values from backend memory when they run, as a GPU graph does;
+//  - a host function (enqueue_host_function) is a task like an op, run on the worker in its turn and captured like
+//    one (the MPI transport queues its collectives so, comm/transport.h);
 //  - the memory the ops that reduce in order take for their partial sums is resolved when an op is issued (captured
 //    ops keep it, as a graph keeps its addresses) and follows backends/scratch_buffer.h's rule: it never grows
 //    inside a capture and one outgrown after a capture is kept; an op whose buffer was freed before it ran is an
@@ -23,8 +25,8 @@
 //    one after (the work queued after it is skipped, as a GPU context is lost after a fault); one that no wait saw is
 //    said on stderr when the backend goes;
 //  - with "delay_us", the worker waits a random time before each piece of work (cpu_async_options.h).
-// Capabilities: asynchronous, capture and static shapes (every batch at its full capacity), as the CUDA backend;
-// device memory is host memory (so MPI reduces it, after the backend's events).
+// Capabilities: asynchronous, capture, host functions and static shapes (every batch at its full capacity), as the
+// CUDA backend; device memory is host memory (so MPI reduces it, in the queue's order or after its events).
 //
 // Queuing allocates nothing: the work is closures over the ops' parameter structs, held in place in a ring made at
 // construction (the host waits while it is full, as a full GPU launch queue makes it wait).

@@ -7,7 +7,10 @@
 //                         pageable memory does: the reference that staging over asynchronous uploads is checked
 //                         against),
 //     "bf16": bool (optional, default false: true queues cpu-bf16's work instead of cpu's, an asynchronous backend
-//             with bf16 memory, as the CUDA backend's; the conformance test runs it) }
+//             with bf16 memory, as the CUDA backend's; the conformance test runs it),
+//     "host_functions": bool (optional, default true: false declares none (Capabilities::host_functions), so the MPI
+//                       transport waits on the host for the backend's events instead of queuing its collectives, and
+//                       a step across ranks stays eager: the reference and the test of that path) }
 #pragma once
 
 #include <cstdint>
@@ -23,6 +26,7 @@ struct CpuAsyncOptions {
   uint64_t delay_seed = 0;
   bool blocking_uploads = false;
   bool bf16 = false;
+  bool host_functions = true;
 
   // Reads the fields it knows from `fields`; the caller rejects the rest.
   static CpuAsyncOptions read(JsonFields& fields) {
@@ -38,6 +42,7 @@ struct CpuAsyncOptions {
     o.delay_seed = static_cast<uint64_t>(seed);
     o.blocking_uploads = fields.optional<bool>("blocking_uploads", false);
     o.bf16 = fields.optional<bool>("bf16", false);
+    o.host_functions = fields.optional<bool>("host_functions", true);
     return o;
   }
 };

@@ -162,24 +162,12 @@ class CpuBackend final : public CpuOpsBackend {
   }
 
   void linear_forward(const ops::LinearForward& p) override {
-    check_precision(p.precision);
-    if constexpr (kBf16) {
-      if (!p.precision.scale) return cpu::linear_forward(p, *gemms_);
-      const cpu::Fp8Work work = fp8_work(p.N, p.I, p.O, p.groups, p.ldo);
-      cpu::linear_forward(p, *gemms_, &work);
-    } else {
-      cpu::linear_forward<T>(p);
-    }
+    [[maybe_unused]] const cpu::Fp8Work* fp8 = fp8_work(p);
+    if constexpr (kBf16) cpu::linear_forward(p, *gemms_, fp8); else cpu::linear_forward<T>(p);
   }
   void linear_backward(const ops::LinearBackward& p) override {
-    check_precision(p.precision);
-    if constexpr (kBf16) {
-      if (!p.precision.scale) return cpu::linear_backward(p, *gemms_);
-      const cpu::Fp8Work work = fp8_work(p.N, p.I, p.O, p.groups, p.ldo);
-      cpu::linear_backward(p, *gemms_, &work);
-    } else {
-      cpu::linear_backward<T>(p);
-    }
+    [[maybe_unused]] const cpu::Fp8Work* fp8 = fp8_work(p);
+    if constexpr (kBf16) cpu::linear_backward(p, *gemms_, fp8); else cpu::linear_backward<T>(p);
   }
   void fp8_scale_update(const ops::Fp8ScaleUpdate& p) override { cpu::fp8_scale_update(p); }
   void activation_backward(const ops::ActivationBackward& p) override { cpu::activation_backward<T>(p); }
@@ -221,15 +209,17 @@ class CpuBackend final : public CpuOpsBackend {
     return {scratch_.as<double>(n), n};
   }
 
-  void check_precision(const ops::GemmPrecision& precision) const {
-    BERT_CHECK(!precision.scale || fp8_, "the ", name(), " backend runs no FP8 GEMMs (cpu-bf16 with \"precision\": "
-               "\"fp8\" does)");
-  }
-  // The FP8 twin's working memory for a linear op of these sizes (grown on a larger call).
-  cpu::Fp8Work fp8_work(int N, int I, int O, int groups, int ldo) {
-    const size_t rows = static_cast<size_t>(N), out = ldo ? ldo : static_cast<size_t>(groups) * O;
-    return {fp8_inp_.as<cpu::bf16>(rows * I), fp8_weight_.as<cpu::bf16>(static_cast<size_t>(groups) * I * O),
-            fp8_dout_.as<cpu::bf16>(rows * out)};
+  // The FP8 twin's working memory for a linear op (forward or backward) whose precision has a scale, grown on a
+  // larger call; null for the backend's own precision. Only the twin takes an FP8 precision.
+  template <typename LinearOp>
+  const cpu::Fp8Work* fp8_work(const LinearOp& p) {
+    if (!p.precision.scale) return nullptr;
+    BERT_CHECK(fp8_, "the ", name(), " backend runs no FP8 GEMMs (cpu-bf16 with \"precision\": \"fp8\" does)");
+    const size_t rows = static_cast<size_t>(p.N), groups = static_cast<size_t>(p.groups);
+    const size_t out = p.ldo ? p.ldo : groups * p.O;
+    fp8_work_ = {fp8_inp_.as<cpu::bf16>(rows * p.I), fp8_weight_.as<cpu::bf16>(groups * p.I * p.O),
+                 fp8_dout_.as<cpu::bf16>(rows * out)};
+    return &fp8_work_;
   }
 
   int threads_;
@@ -246,6 +236,7 @@ class CpuBackend final : public CpuOpsBackend {
   ScratchBuffer<HostAllocator> fp8_inp_{{}, never_captured_, "FP8 input"};
   ScratchBuffer<HostAllocator> fp8_weight_{{}, never_captured_, "FP8 weight"};
   ScratchBuffer<HostAllocator> fp8_dout_{{}, never_captured_, "FP8 gradient"};
+  cpu::Fp8Work fp8_work_{};
 };
 
 }  // namespace

@@ -187,6 +187,9 @@ class CudaBackend final : public Backend {
   std::unique_ptr<CapturedOps> capture(const std::function<void()>& issue) override {
     return cuda::capture_graph(ctx_, issue);
   }
+  void enqueue_host_function(HostFunction fn, void* arg) override {
+    CUDA_CHECK(cudaLaunchHostFunc(ctx_.stream, fn, arg));  // a host node when captured
+  }
 
   size_t attention_saved_bytes(int tokens, int sequences, int max_seqlen, int heads) const override {
     return cuda::attention_saved_bytes(tokens, sequences, max_seqlen, heads);

@@ -26,6 +26,7 @@ inline CudaDeclared cuda_declared(const CudaOptions& options, int sm) {
   c.static_shapes = true;
   c.asynchronous = true;
   c.capture = true;
+  c.host_functions = true;  // cudaLaunchHostFunc
   c.host_memory = false;
   c.collectives = Collectives::NCCL;
   // cuDNN's fused attention draws its own dropout masks, and its backward is deterministic only where

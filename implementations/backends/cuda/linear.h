@@ -91,11 +91,37 @@ struct LinearDtypes {
 };
 size_t cuda_type_size(cudaDataType_t type);
 
+// The FP8 operands of a linear op whose precision has a scale (ops.h GemmPrecision, backends/fp8.h): copies of its
+// operands quantized with their scales, each laid out for Hopper's FP8 GEMMs, which take A transposed and B not
+// ("TN" in cuBLASLt's column-major terms), so some copies are transposed. Row-major, per group g at g * I * O
+// (weights) or g * O (columns of dout) or g * O * N (rows of dout_t):
+//   forward   out^T = (weight_oi)^T' . inp        A: weight_oi (O, I) per group; B: inp (N, I)
+//   dinp      dinp^T = (weight_io)^T' . dout^T     A: weight_io (I, O) per group; B: dout (N, G * O)
+//   dweight   IN_OUT: dW^T = dout_t' . inp_t       A: dout_t (G * O, N);  B: inp_t (I, N)
+//             OUT_IN: dW^T = inp_t' . dout_t       A: inp_t (I, N);       B: dout_t (G * O, N)
+// (X' is the transpose cuBLASLt applies to A.) Each GEMM reads the inverses of its operands' scales as cuBLASLt's A
+// and B scale pointers, so D = (1/s_a)(1/s_b) A.B in the op's own output type, as the CPU twin scales its fp32 sum.
+struct Fp8Operands {
+  const void* inp = nullptr;
+  const void* inp_t = nullptr;
+  const void* weight_oi = nullptr;
+  const void* weight_io = nullptr;
+  const void* dout = nullptr;
+  const void* dout_t = nullptr;
+  const float* inv_scale = nullptr;  // (kFp8Operands) 1 / s, by fp8.h's Fp8Operand, in device memory
+  // The element types of the forward's operands and of the gradient (the host test runs the layouts in fp64).
+  cudaDataType_t forward = CUDA_R_8F_E4M3, gradient = CUDA_R_8F_E5M2;
+};
+
 // The GEMMs of a linear op, in issue order (linear_gemms.cpp): the forward's (with cuBLASLt's GELU epilogue when
-// lt_gelu), the backward's dinp (with its DGELU epilogue when lt_dgelu) and dweight products.
-std::vector<Gemm> linear_forward_gemms(const ops::LinearForward& p, bool lt_gelu, const LinearDtypes& t = {});
-std::vector<Gemm> linear_dinp_gemms(const ops::LinearBackward& p, bool lt_dgelu, const LinearDtypes& t = {});
-std::vector<Gemm> linear_dweight_gemms(const ops::LinearBackward& p, const LinearDtypes& t = {});
+// lt_gelu), the backward's dinp (with its DGELU epilogue when lt_dgelu) and dweight products; with `fp8`, on its
+// copies (every GEMM then TN; the output and its epilogue as without).
+std::vector<Gemm> linear_forward_gemms(const ops::LinearForward& p, bool lt_gelu, const LinearDtypes& t = {},
+                                       const Fp8Operands* fp8 = nullptr);
+std::vector<Gemm> linear_dinp_gemms(const ops::LinearBackward& p, bool lt_dgelu, const LinearDtypes& t = {},
+                                    const Fp8Operands* fp8 = nullptr);
+std::vector<Gemm> linear_dweight_gemms(const ops::LinearBackward& p, const LinearDtypes& t = {},
+                                       const Fp8Operands* fp8 = nullptr);
 
 // The linear ops. `own_gelu`: GELU and its derivative in this backend's kernels rather than cuBLASLt's epilogues.
 void linear_forward(CudaContext& ctx, GemmRunner& gemm, bool own_gelu, const ops::LinearForward& p);

@@ -6,7 +6,10 @@
 //             (I, O), ld I, transposed), B is inp (I, N), ld I; one GEMM per group, into column block g of out.
 //   dinp      dinp^T (I, N) = sum_g W_g'' (I, O) . dout_g^T (O, N): IN_OUT's weight transposed, OUT_IN's as stored.
 //   dweight   IN_OUT: dW^T (O, I) += dout_g^T (O, N) . inp (N, I); OUT_IN: dW^T (I, O) += inp^T (I, N) . dout_g (N, O).
+// With FP8 operands the same products read the copies of linear.h's Fp8Operands, every A transposed and no B.
 #include "backends/cuda/linear.h"
+
+#include "backends/fp8.h"
 
 #include <type_traits>
 #include <vector>
@@ -30,9 +33,13 @@ P* offset(P* p, size_t elements, cudaDataType_t type) {
   return p ? reinterpret_cast<P*>(reinterpret_cast<Byte*>(p) + elements * cuda_type_size(type)) : nullptr;
 }
 
+// The inverse scale of `operand` (fp8.h's Fp8Operand).
+const float* inverse_scale(const Fp8Operands& f, int operand) { return f.inv_scale ? f.inv_scale + operand : nullptr; }
+
 }  // namespace
 
-std::vector<Gemm> linear_forward_gemms(const ops::LinearForward& p, bool lt_gelu, const LinearDtypes& t) {
+std::vector<Gemm> linear_forward_gemms(const ops::LinearForward& p, bool lt_gelu, const LinearDtypes& t,
+                                       const Fp8Operands* fp8) {
   const int N = p.N, I = p.I, O = p.O, G = p.groups;
   const int ldo = p.ldo ? p.ldo : G * O;
   const bool out_in = p.layout == ops::WeightLayout::OUT_IN;
@@ -49,6 +56,16 @@ std::vector<Gemm> linear_forward_gemms(const ops::LinearForward& p, bool lt_gelu
     g.B = p.inp;
     g.ldb = I;
     g.type_b = t.act;
+    if (fp8) {
+      g.A = offset(fp8->weight_oi, static_cast<size_t>(k) * I * O, fp8->forward);
+      g.lda = I;
+      g.trans_a = true;
+      g.type_a = fp8->forward;
+      g.B = fp8->inp;
+      g.type_b = fp8->forward;
+      g.scale_a = inverse_scale(*fp8, FP8_WEIGHT);
+      g.scale_b = inverse_scale(*fp8, FP8_INPUT);
+    }
     g.ldd = ldo;
     g.type_d = t.act;
     g.bias = offset(p.bias, k * p.bias_stride, t.weight);
@@ -68,7 +85,8 @@ std::vector<Gemm> linear_forward_gemms(const ops::LinearForward& p, bool lt_gelu
   return gemms;
 }
 
-std::vector<Gemm> linear_dinp_gemms(const ops::LinearBackward& p, bool lt_dgelu, const LinearDtypes& t) {
+std::vector<Gemm> linear_dinp_gemms(const ops::LinearBackward& p, bool lt_dgelu, const LinearDtypes& t,
+                                    const Fp8Operands* fp8) {
   const int N = p.N, I = p.I, O = p.O, G = p.groups;
   const int ldo = p.ldo ? p.ldo : G * O;
   const bool out_in = p.layout == ops::WeightLayout::OUT_IN;
@@ -85,6 +103,17 @@ std::vector<Gemm> linear_dinp_gemms(const ops::LinearBackward& p, bool lt_dgelu,
     g.B = offset(p.dout, static_cast<size_t>(k) * O, t.act);
     g.ldb = ldo;
     g.type_b = t.act;
+    if (fp8) {
+      g.A = offset(fp8->weight_io, static_cast<size_t>(k) * I * O, fp8->forward);
+      g.lda = O;
+      g.trans_a = true;
+      g.type_a = fp8->forward;
+      g.B = offset(fp8->dout, static_cast<size_t>(k) * O, fp8->gradient);
+      g.ldb = G * O;
+      g.type_b = fp8->gradient;
+      g.scale_a = inverse_scale(*fp8, FP8_WEIGHT);
+      g.scale_b = inverse_scale(*fp8, FP8_GRAD);
+    }
     g.D = p.dinp;
     g.ldd = I;
     g.type_d = t.act;
@@ -99,7 +128,7 @@ std::vector<Gemm> linear_dinp_gemms(const ops::LinearBackward& p, bool lt_dgelu,
   return gemms;
 }
 
-std::vector<Gemm> linear_dweight_gemms(const ops::LinearBackward& p, const LinearDtypes& t) {
+std::vector<Gemm> linear_dweight_gemms(const ops::LinearBackward& p, const LinearDtypes& t, const Fp8Operands* fp8) {
   const int N = p.N, I = p.I, O = p.O, G = p.groups;
   const int ldo = p.ldo ? p.ldo : G * O;
   const bool out_in = p.layout == ops::WeightLayout::OUT_IN;
@@ -131,6 +160,19 @@ std::vector<Gemm> linear_dweight_gemms(const ops::LinearBackward& p, const Linea
       g.B = p.inp;
       g.ldb = I;
       g.ldd = O;
+    }
+    if (fp8) {  // the same products, TN: the transposed copies of dout and inp
+      const void* dout_t = offset(fp8->dout_t, static_cast<size_t>(k) * O * N, fp8->gradient);
+      g.A = out_in ? fp8->inp_t : dout_t;
+      g.B = out_in ? dout_t : fp8->inp_t;
+      g.type_a = out_in ? fp8->forward : fp8->gradient;
+      g.type_b = out_in ? fp8->gradient : fp8->forward;
+      g.lda = N;
+      g.ldb = N;
+      g.trans_a = true;
+      g.trans_b = false;
+      g.scale_a = inverse_scale(*fp8, out_in ? FP8_INPUT : FP8_GRAD);
+      g.scale_b = inverse_scale(*fp8, out_in ? FP8_GRAD : FP8_INPUT);
     }
     gemms.push_back(g);
   }
