@@ -7,7 +7,9 @@
 #
 # Where the sources come from:
 #   git      a git checkout: HEAD, dirty when `git status` lists any change to a tracked file or any untracked file
-#            that is not ignored (a new source file is globbed into the build);
+#            that is not ignored (a new source file is globbed into the build), outside results/: result sets are
+#            what runs write, never what the build compiles, so a set just made (scripts/mini.sh --out results/X)
+#            leaves the next build of the same commit clean;
 #   archive  a `git archive` of a commit (a submission's code): cmake/archive_commit.txt, which git fills in on
 #            export (.gitattributes: export-subst); not dirty as far as anything can tell;
 #   unknown  neither: commit "unknown", dirty.
@@ -32,6 +34,7 @@ if(toplevel STREQUAL source_real AND head MATCHES "^[0-9a-f]+$")
   set(source "git")
   # --no-optional-locks: never write the index, so a build cannot race the developer's own git commands.
   execute_process(COMMAND "${GIT_EXECUTABLE}" --no-optional-locks -C "${SOURCE_DIR}" status --porcelain
+                          -- . ":(exclude)results"
                   OUTPUT_VARIABLE changes RESULT_VARIABLE status_status ERROR_QUIET)
   if(status_status EQUAL 0 AND changes STREQUAL "")
     set(dirty 0)

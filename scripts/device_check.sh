@@ -14,12 +14,15 @@
 #    determinism                   two runs from one seed bit-identical, captured steps equal to eager ones (where
 #                                  the backend declares an op non-deterministic, with its "deterministic" option)
 #    conformance_kernel            the attention on this backend's kernel (the backend option "attention": "kernel")
+#    conformance_fp8               the FP8 linear ops and scale update ("precision": "fp8", ops.h's FP8 column)
+#                                  against fp64 by the FP8 rule and against the CPU twin (cpu-bf16 in FP8)
 #    sanitizer_memcheck, sanitizer_racecheck   compute-sanitizer on a few training steps with no CPU comparison; a
 #                                  hazard whose first frame is in a library's kernel (CUB, cuBLASLt, cuDNN) is
 #                                  reported as the library's, not as a failure of this backend
 #    bench_probe, bench_bertperf   BERT-large at MLPerf phase-2 shapes: the probe times one step and says which
 #                                  attention ran (bench-step's paths line); the full timing runs only where the
 #                                  attention is cuDNN's (on the kernel, one BERT-large step takes seconds)
+#    bench_fp8                     the same benchmark in FP8 (the encoder's linears): only with time left
 #    conformance_cudnn_forced      only where the runtime cuDNN is older than 9.25: the attention forced onto cuDNN
 #                                  (information about that cuDNN, never a failure)
 #    bench_pytorch                 the PyTorch peer (torch.compile of BERT-large, its cache kept beside the build for
@@ -71,7 +74,7 @@ for v in "rows=$rows" "budget=$budget" ${arch:+"arch=$arch"}; do
 done
 standin=${DEVICE_CHECK_STANDIN:-}
 
-# ---- the plan: name|limit in seconds|kind (build, gtest, sanitize, bench, peer, info), in the order run ----
+# ---- the plan: name|limit in seconds|kind (build, gtest, sanitize, bench, spare, peer, info), in the order run ----
 # The attention family names the new dropout-backward case; the filters live with the commands (step_command).
 plan=(
   "configure|20|build"
@@ -89,10 +92,12 @@ plan=(
   "eval_async|15|gtest"
   "determinism|30|gtest"
   "conformance_kernel|15|gtest"
+  "conformance_fp8|5|gtest"
   "sanitizer_memcheck|40|sanitize"
   "sanitizer_racecheck|50|sanitize"
   "bench_probe|25|bench"
   "bench_bertperf|40|bench"
+  "bench_fp8|40|spare"
   "conformance_cudnn_forced|30|info"
   "bench_pytorch|150|peer"
 )
@@ -107,10 +112,11 @@ print_plan() {
     n=$(( n + 1 ))
     note=""
     case $kind in
+      spare) note="only with time left" ;;
       peer) note="only with time left (cold torch.compile), last" ;;
       info) note="only where the runtime cuDNN is older than 9.25; information only" ;;
     esac
-    if [ "$kind" = peer ] || [ "$kind" = info ]; then
+    if [ "$kind" = spare ] || [ "$kind" = peer ] || [ "$kind" = info ]; then
       printf '  %2d  %-26s %5d s %9s  %s\n' "$n" "$name" "$limit" "-" "$note"
       continue
     fi
@@ -511,6 +517,11 @@ elif wanted conformance_kernel; then
   run_gtest conformance_kernel "$(limit_of conformance_kernel)" "$bin/test_backend_ops" \
     --gtest_filter='*AttentionForwardAndBackward/cuda_attention_kernel:*AttentionBackwardWithDropout*/cuda_attention_kernel:*DropoutMasks*/cuda_attention_kernel'
 fi
+if [ $built -eq 0 ]; then not_built conformance_fp8
+elif wanted conformance_fp8; then
+  run_gtest conformance_fp8 "$(limit_of conformance_fp8)" "$bin/test_backend_ops" \
+    --gtest_filter='*Fp8Linear/cuda_precision_fp8:*Fp8ScaleUpdate/cuda_precision_fp8'
+fi
 
 # ---- 7. compute-sanitizer, on steps without CPU tolerance assertions ----
 for tool in memcheck racecheck; do
@@ -561,6 +572,19 @@ else
       esac
     fi
   fi
+fi
+
+# ---- 8b. the same benchmark in FP8, only with time left ----
+if [ $built -eq 0 ]; then not_built bench_fp8
+elif [ $gpu -eq 0 ] || [ $dry -eq 1 ]; then wanted bench_fp8 && record bench_fp8 "not run" "no GPU here"
+elif wanted bench_fp8; then
+  run_plain bench_fp8 "$(limit_of bench_fp8)" "${bench[@]}" --backend-options precision=fp8 --warmup 3 --steps 10 \
+    --repeats 1
+  case $? in
+    0) record bench_fp8 passed "$(sps_of "$out/bench_fp8.txt") sequences/s in FP8" ;;
+    3) ;;
+    *) record bench_fp8 FAILED "see bench_fp8.txt: $(grep -m1 -iE 'error|what\(\)' "$out/bench_fp8.txt" | cut -c1-140)" ;;
+  esac
 fi
 
 # ---- 9. information only: the attention forced onto an old cuDNN ----

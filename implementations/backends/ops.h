@@ -71,7 +71,10 @@
 //                                                                  when that amax is 0 or not finite), history
 //                                                                  rolled, row 0 cleared (Fp8ScaleUpdate)
 // amax is max |x| of the unscaled values, taken over the operand's elements (a saturating operand records its true
-// amax); every FP8 value is a bf16 value, so cpu-bf16's FP8 twin runs its bf16 GEMMs on them, exactly.
+// amax); every FP8 value is a bf16 value, so cpu-bf16's FP8 twin runs its bf16 GEMMs on them, exactly. The CUDA
+// backend quantizes with the same rule (kmath::fp8_bits) into FP8 copies and runs cuBLASLt's FP8 GEMMs with the
+// inverse scales as their A and B scale pointers (its own order of the sum and of the scale product: held to the
+// twin by the conformance test's twin rule).
 //
 // GEMM sums (acc) are fp32 over bf16 operands; cpu-bf16 takes them in one fixed order (backends/cpu/gemm_bf16.h),
 // the GPU in cuBLASLt's. Dropout masks Z = 0 or 1/(1-p) in fp32. Where the CUDA backend leaves the table: its own

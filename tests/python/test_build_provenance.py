@@ -53,6 +53,9 @@ def test_a_checkout_names_head_and_says_when_it_differs(tmp_path):
     (repo / "build").mkdir()
     (repo / "build" / "x.o").write_text("ignored")
     assert not generate(repo, header)["dirty"]          # ignored files do not count
+    (repo / "results" / "set").mkdir(parents=True)
+    (repo / "results" / "set" / "result_0.txt").write_text("a run's log")
+    assert not generate(repo, header)["dirty"]          # nor does a result set a run just wrote
     (repo / "b.cpp").write_text("int b;\n")
     assert generate(repo, header)["dirty"]              # a new source file does
     (repo / "b.cpp").unlink()

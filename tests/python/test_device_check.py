@@ -62,7 +62,8 @@ esac
 STEPS = ["configure", "build", "conformance_attention", "conformance_linear", "conformance_layernorm",
          "conformance_embedding", "conformance_loss", "conformance_optimizer", "conformance_memory",
          "conformance_masks", "conformance_other", "step", "eval_async", "determinism", "conformance_kernel",
-         "sanitizer_memcheck", "sanitizer_racecheck", "bench_probe", "bench_bertperf", "bench_pytorch"]
+         "conformance_fp8", "sanitizer_memcheck", "sanitizer_racecheck", "bench_probe", "bench_bertperf", "bench_fp8",
+         "bench_pytorch"]
 
 
 @pytest.fixture
@@ -100,7 +101,7 @@ def test_the_plan_lists_every_step_with_its_limit_and_the_sum_within_the_budget(
     total = re.search(r"required steps: (\d+) s of limits, within the budget of (\d+) s", got.stdout)
     assert total, got.stdout
     assert int(total.group(1)) == sum(limits.values()) <= int(total.group(2))
-    assert "bench_pytorch" not in limits and "conformance_cudnn_forced" not in limits, "optional steps in the sum"
+    assert not {"bench_fp8", "bench_pytorch", "conformance_cudnn_forced"} & set(limits), "optional steps in the sum"
     # A smaller budget says how far over it is, and what happens to the rest.
     small = subprocess.run(["bash", str(SCRIPT), "--plan-only", "--budget", "200"], capture_output=True, text=True)
     assert re.search(r"\d+ s over the budget of 200 s", small.stdout) and "--resume" in small.stdout
@@ -123,8 +124,8 @@ def test_a_step_the_budget_cuts_is_not_run_and_resume_runs_only_the_rest(check):
 
     got, rows, ran = check("--resume", "--budget", "60")
     assert got.returncode == 0, got.stdout + got.stderr
-    assert ran == ["determinism", "conformance_kernel", "sanitizer_memcheck", "sanitizer_racecheck", "bench_probe",
-                   "bench_bertperf", "bench_pytorch"], ran
+    assert ran == ["determinism", "conformance_kernel", "conformance_fp8", "sanitizer_memcheck", "sanitizer_racecheck",
+                   "bench_probe", "bench_bertperf", "bench_fp8", "bench_pytorch"], ran
     for name in STEPS:
         assert rows[name][0] == "passed", (name, rows[name])
     assert "bertperf / PyTorch: 1.60x" in got.stdout

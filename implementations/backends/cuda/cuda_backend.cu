@@ -46,6 +46,9 @@ class CudaBackend final : public Backend {
     ctx_.sm = prop.major * 10 + prop.minor;
     BERT_CHECK(ctx_.sm >= 80, "the CUDA backend needs compute capability 8.0 or newer (bf16 tensor cores); device ",
                device, " (", prop.name, ") has ", prop.major, ".", prop.minor);
+    if (options.fp8 && ctx_.sm < 89)
+      throw_input("backend", cat("cuda: \"precision\": \"fp8\" needs compute capability 8.9 or newer (FP8 tensor "
+                                 "cores); device ", device, " (", prop.name, ") has ", prop.major, ".", prop.minor));
     device_name_ = prop.name;
     memory_gib_ = static_cast<double>(prop.totalGlobalMem) / (1024.0 * 1024.0 * 1024.0);
     stream_ = std::make_unique<gpu::Stream>();
@@ -89,7 +92,10 @@ class CudaBackend final : public Backend {
                cuda::library_version(CUDNN_VERSION), ", cudnn-frontend ", cuda::cudnn_frontend_version(), ")",
                own_gelu_ ? "; GELU in own kernels" : "; GELU in cuBLASLt epilogues",
                "; cuDNN attention workspace cap ", options_.attention_workspace_mb, " MiB",
-               options_.blocking_uploads ? "; blocking uploads" : "");
+               options_.blocking_uploads ? "; blocking uploads" : "",
+               options_.fp8 ? cat("; encoder GEMMs in FP8 (E4M3 forward, E5M2 gradients, delayed scaling, amax "
+                                  "history ", options_.fp8_recipe.history, ", margin ", options_.fp8_recipe.margin, ")")
+                            : std::string());
   }
   // Versions of the libraries loaded (the driver's CUDA version as the driver reports it, 0.0 where there is none).
   std::vector<std::pair<std::string, std::string>> library_versions() const override {
@@ -109,6 +115,7 @@ class CudaBackend final : public Backend {
   DType act_dtype() const override { return DType::BF16; }
   DType weight_dtype() const override { return DType::BF16; }
   DType master_dtype() const override { return DType::F32; }
+  const Fp8Recipe* fp8_recipe() const override { return options_.fp8 ? &options_.fp8_recipe : nullptr; }
 
   void* allocate(size_t bytes, MemoryKind kind) override {
     const size_t rounded = align_up(bytes == 0 ? 1 : bytes);  // a 0-byte request gets 256 bytes, as the CPU's
@@ -198,7 +205,9 @@ class CudaBackend final : public Backend {
     return cuda::attention_workspace_bytes(tokens, sequences, max_seqlen, heads);
   }
 
-  void linear_forward(const ops::LinearForward& p) override { cuda::linear_forward(ctx_, *gemm_, own_gelu_, p); }
+  void linear_forward(const ops::LinearForward& p) override {
+    cuda::linear_forward(ctx_, *gemm_, *scratch_, own_gelu_, p);
+  }
   void linear_backward(const ops::LinearBackward& p) override {
     cuda::linear_backward(ctx_, *gemm_, *scratch_, own_gelu_, p);
   }

@@ -40,9 +40,10 @@ inline BackendEntry cuda_entry() {
   e.runnable = [] { return false; };
 #endif
   e.info.test_label = "gpu";
-  // Its own attention kernel in place of cuDNN's, and cuDNN's forced (the device check runs that one where the
-  // installed cuDNN is older than automatic mode accepts).
-  e.info.test_variants = {{"attention=kernel"}, {"attention=cudnn"}};
+  // Its own attention kernel in place of cuDNN's, cuDNN's forced (the device check runs that one where the
+  // installed cuDNN is older than automatic mode accepts), and the FP8 recipe (Fp8Linear against fp64 and the CPU
+  // twin; refused, so skipped, below compute capability 8.9).
+  e.info.test_variants = {{"attention=kernel"}, {"attention=cudnn"}, {"precision=fp8"}};
   // The GELU of ops.h's table (from the fp32 sum) is cuBLASLt's epilogue's, which runs only for one group and a
   // leading dimension a multiple of 8, with "gelu" at "epilogue"; elsewhere its own kernel applies GELU (or its
   // derivative) to the bf16-rounded pre-activation (or product). Its attention kernel keeps the probabilities and dS

@@ -11,11 +11,14 @@
 //                               may take as workspace; a shape that needs more runs on the kernel),
 //     "blocking_uploads": bool (optional, default false: true makes every upload wait until it has run, as one from
 //                         pageable memory does; the reference that staging over asynchronous uploads is checked
-//                         against, scripts/device_check.sh) }
+//                         against, scripts/device_check.sh),
+//     "precision": "bf16" | "fp8", "fp8_history", "fp8_margin" (optional, backends/fp8.h: read_fp8_recipe; "fp8"
+//                  runs the encoder's linear layers in FP8 on compute capability 8.9 or newer, refused elsewhere) }
 #pragma once
 
 #include <string>
 
+#include "backends/fp8.h"
 #include "core/json_fields.h"
 
 namespace bertperf {
@@ -30,6 +33,8 @@ struct CudaOptions {
   bool deterministic = false;
   double attention_workspace_mb = 4096;
   bool blocking_uploads = false;
+  bool fp8 = false;
+  Fp8Recipe fp8_recipe;
 
   // Reads the fields it knows from `fields`; the caller rejects the rest.
   static CudaOptions read(JsonFields& fields) {
@@ -51,6 +56,7 @@ struct CudaOptions {
     if (!(o.attention_workspace_mb >= 0))
       throw_input(where, "field 'attention_workspace_mb' must be a number of MiB, 0 or more");
     o.blocking_uploads = fields.optional<bool>("blocking_uploads", false);
+    o.fp8 = read_fp8_recipe(fields, &o.fp8_recipe);
     return o;
   }
 };

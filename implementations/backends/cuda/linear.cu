@@ -5,6 +5,8 @@
 #include <cstdio>
 
 #include "backends/cuda/elementwise.h"
+#include "backends/cuda/fp8_cast.h"
+#include "backends/fp8.h"
 
 namespace bertperf::cuda {
 
@@ -177,17 +179,104 @@ void GemmRunner::run(CudaContext& ctx, const Gemm& g) {
                               &plan.algo, workspace_.data(), workspace_.bytes(), ctx.stream));
 }
 
-void linear_forward(CudaContext& ctx, GemmRunner& gemm, bool own_gelu, const ops::LinearForward& p) {
+namespace {
+
+// An FP8 linear op's working copies (Fp8Operands), carved from the FP8 scratch buffer, each 256-byte aligned as
+// cuBLASLt's FP8 GEMMs want: the input and its transpose (N x I), the weight (groups x I x O, in the layout the GEMM
+// at hand reads), dout and its transpose (N x groups x O), and the three inverse scales.
+struct Fp8Copies {
+  uint8_t *inp, *inp_t, *weight, *dout, *dout_t;
+  float* inv_scale;
+
+  Fp8Copies(DeviceScratch& buffer, size_t N, size_t I, size_t O, size_t groups) {
+    auto up = [](size_t bytes) { return (bytes + 255) / 256 * 256; };
+    const size_t ni = up(N * I), w = up(groups * I * O), no = up(N * groups * O);
+    auto* base = static_cast<uint8_t*>(buffer.get(2 * ni + w + 2 * no + up(kFp8Operands * sizeof(float))));
+    inp = base;
+    inp_t = inp + ni;
+    weight = inp_t + ni;
+    dout = weight + w;
+    dout_t = dout + no;
+    inv_scale = reinterpret_cast<float*>(dout_t + no);
+  }
+};
+
+// The weight's groups cast with the weight's scale, each packed at g * I * O, plainly or transposed (I x O rows of
+// an IN_OUT weight, O x I of an OUT_IN one, as stored); its amax where `amax`.
+void cast_weight(CudaContext& ctx, const void* weight, size_t stride, int groups, int rows, int cols, bool transpose,
+                 const ops::GemmPrecision& precision, float* amax, uint8_t* dst, float* inv_scale) {
+  for (int g = 0; g < groups; ++g) {
+    Fp8Cast c;
+    c.src = static_cast<const bf16*>(weight) + g * stride;
+    c.ld_src = static_cast<size_t>(cols);
+    c.rows = rows;
+    c.cols = cols;
+    c.scale = precision.scale + FP8_WEIGHT;
+    c.format = fp8_type(FP8_WEIGHT);
+    (transpose ? c.out_t : c.out) = dst + static_cast<size_t>(g) * rows * cols;
+    c.amax = amax;
+    c.inv_scale = inv_scale + FP8_WEIGHT;
+    fp8_cast(ctx, c);
+  }
+}
+
+// The input (N x I) cast with its scale into `out` and/or `out_t`; its amax where `amax`.
+void cast_input(CudaContext& ctx, const void* inp, int N, int I, const ops::GemmPrecision& precision, float* amax,
+                uint8_t* out, uint8_t* out_t, float* inv_scale) {
+  Fp8Cast c;
+  c.src = inp;
+  c.ld_src = static_cast<size_t>(I);
+  c.rows = N;
+  c.cols = I;
+  c.scale = precision.scale + FP8_INPUT;
+  c.format = fp8_type(FP8_INPUT);
+  c.out = out;
+  c.out_t = out_t;
+  c.amax = amax;
+  c.inv_scale = inv_scale + FP8_INPUT;
+  fp8_cast(ctx, c);
+}
+
+// cuBLASLt's FP8 GEMMs read one-byte operands in rows of a multiple of 16 bytes: N, I and O multiples of 16 (the
+// encoder's sizes are).
+void check_fp8_sizes(int N, int I, int O) {
+  BERT_CHECK(N % 16 == 0 && I % 16 == 0 && O % 16 == 0, "linear: the GPU's FP8 GEMMs need N, I and O multiples of 16, "
+             "got N ", N, ", I ", I, ", O ", O);
+}
+
+float* amax_of(const ops::GemmPrecision& precision, int operand) {
+  return precision.amax ? precision.amax + operand : nullptr;
+}
+
+}  // namespace
+
+void linear_forward(CudaContext& ctx, GemmRunner& gemm, OpScratch& scratch, bool own_gelu,
+                    const ops::LinearForward& p) {
   const int N = p.N, O = p.O, G = p.groups;
   const int ldo = p.ldo ? p.ldo : G * O;
   BERT_CHECK(G >= 1 && ldo >= G * O, "linear: ", G, " groups of ", O, " columns in rows of ", ldo);
   BERT_CHECK(p.act != ops::Activation::GELU || p.pre, "linear: GELU needs its pre-activation buffer");
-  BERT_CHECK(!p.precision.scale, "the CUDA backend runs no FP8 GEMMs yet (it has no FP8 recipe)");
   if (N <= 0) return;
+  // FP8: the input and the weight quantized, the weight as (O, I) rows (the GEMMs' A transposed).
+  Fp8Operands fp8;
+  const Fp8Operands* f = nullptr;
+  if (p.precision.scale) {
+    check_fp8_sizes(N, p.I, O);
+    const Fp8Copies copies(scratch.fp8, N, p.I, O, G);
+    cast_input(ctx, p.inp, N, p.I, p.precision, amax_of(p.precision, FP8_INPUT), copies.inp, nullptr,
+               copies.inv_scale);
+    const bool out_in = p.layout == ops::WeightLayout::OUT_IN;
+    cast_weight(ctx, p.weight, p.weight_stride, G, out_in ? O : p.I, out_in ? p.I : O, !out_in, p.precision,
+                amax_of(p.precision, FP8_WEIGHT), copies.weight, copies.inv_scale);
+    fp8.inp = copies.inp;
+    fp8.weight_oi = copies.weight;
+    fp8.inv_scale = copies.inv_scale;
+    f = &fp8;
+  }
   // cuBLASLt's GELU epilogue wants its aux matrix's leading dimension a multiple of 8 and 16-byte aligned.
   bool lt_gelu = p.act == ops::Activation::GELU && !own_gelu && G == 1 && ldo % 8 == 0 && aligned16(p.pre);
   if (lt_gelu) {
-    const Gemm fused = linear_forward_gemms(p, true).front();
+    const Gemm fused = linear_forward_gemms(p, true, {}, f).front();
     if (!gemm.plannable(ctx, fused)) {
       lt_gelu = false;
       gemm.note_once(fused, cat("cuBLASLt has no algorithm for the forward GEMM m ", fused.m, " n ", fused.n, " k ",
@@ -196,7 +285,7 @@ void linear_forward(CudaContext& ctx, GemmRunner& gemm, bool own_gelu, const ops
     }
   }
   // One GEMM per group (the fused QKV is three products of one input into column blocks of one output).
-  for (Gemm g : linear_forward_gemms(p, lt_gelu)) {
+  for (Gemm g : linear_forward_gemms(p, lt_gelu, {}, f)) {
     if (g.epilogue == CUBLASLT_EPILOGUE_BIAS && !gemm.plannable(ctx, g)) {
       // The bias written into the output, then the GEMM without an epilogue adding its product to it: the sum in
       // fp32 and one rounding, as the bias epilogue's.
@@ -228,14 +317,44 @@ void linear_backward(CudaContext& ctx, GemmRunner& gemm, OpScratch& scratch, boo
   BERT_CHECK(G >= 1 && ldo >= G * O, "linear backward: ", G, " groups of ", O, " columns in rows of ", ldo);
   BERT_CHECK(p.dinp_act == ops::Activation::NONE || (!p.accumulate_dinp && p.dinp_act_saved),
              "linear backward: a fused activation backward overwrites dinp and needs its saved tensor");
-  BERT_CHECK(!p.precision.scale, "the CUDA backend runs no FP8 GEMMs yet (it has no FP8 recipe)");
   if (N <= 0) return;
   const bf16* dout = static_cast<const bf16*>(p.dout);
+  // FP8: dout quantized (amax recorded) as rows and as their transpose; the forward's operands again with the
+  // forward's scales: the weight as (I, O) rows for dinp, the input transposed for dweight.
+  Fp8Operands fp8;
+  const Fp8Operands* f = nullptr;
+  if (p.precision.scale) {
+    check_fp8_sizes(N, I, O);
+    const Fp8Copies copies(scratch.fp8, N, I, O, G);
+    Fp8Cast c;
+    c.src = p.dout;
+    c.ld_src = static_cast<size_t>(ldo);
+    c.rows = N;
+    c.cols = G * O;
+    c.scale = p.precision.scale + FP8_GRAD;
+    c.format = fp8_type(FP8_GRAD);
+    c.out = copies.dout;
+    c.out_t = p.dweight ? copies.dout_t : nullptr;
+    c.amax = amax_of(p.precision, FP8_GRAD);
+    c.inv_scale = copies.inv_scale + FP8_GRAD;
+    fp8_cast(ctx, c);
+    if (p.dweight) cast_input(ctx, p.inp, N, I, p.precision, nullptr, nullptr, copies.inp_t, copies.inv_scale);
+    const bool out_in = p.layout == ops::WeightLayout::OUT_IN;
+    if (p.dinp)
+      cast_weight(ctx, p.weight, p.weight_stride, G, out_in ? O : I, out_in ? I : O, out_in, p.precision, nullptr,
+                  copies.weight, copies.inv_scale);
+    fp8.inp_t = copies.inp_t;
+    fp8.weight_io = copies.weight;
+    fp8.dout = copies.dout;
+    fp8.dout_t = copies.dout_t;
+    fp8.inv_scale = copies.inv_scale;
+    f = &fp8;
+  }
   if (p.dinp) {
     bool lt_dgelu = p.dinp_act == ops::Activation::GELU && !own_gelu && G == 1 && I % 8 == 0 &&
                     aligned16(p.dinp_act_saved) && aligned16(p.dinp);
     if (lt_dgelu) {
-      const Gemm fused = linear_dinp_gemms(p, true).front();
+      const Gemm fused = linear_dinp_gemms(p, true, {}, f).front();
       if (!gemm.plannable(ctx, fused)) {
         lt_dgelu = false;
         gemm.note_once(fused, cat("cuBLASLt has no algorithm for the input-gradient GEMM m ", fused.m, " n ", fused.n,
@@ -243,7 +362,7 @@ void linear_backward(CudaContext& ctx, GemmRunner& gemm, OpScratch& scratch, boo
                                   "derivative in this backend's kernel"));
       }
     }
-    for (const Gemm& g : linear_dinp_gemms(p, lt_dgelu)) gemm.run(ctx, g);
+    for (const Gemm& g : linear_dinp_gemms(p, lt_dgelu, {}, f)) gemm.run(ctx, g);
     if (p.dinp_act != ops::Activation::NONE) {
       bf16* dinp = static_cast<bf16*>(p.dinp);
       if (!lt_dgelu)
@@ -252,7 +371,7 @@ void linear_backward(CudaContext& ctx, GemmRunner& gemm, OpScratch& scratch, boo
         add_column_sums(ctx, scratch.bias_grad, static_cast<float*>(p.dinp_act_dbias), dinp, N, I, I);
     }
   }
-  for (const Gemm& g : linear_dweight_gemms(p)) gemm.run(ctx, g);
+  for (const Gemm& g : linear_dweight_gemms(p, {}, f)) gemm.run(ctx, g);
   if (p.dbias) {
     for (int k = 0; k < G; ++k)
       add_column_sums(ctx, scratch.reduce, static_cast<float*>(p.dbias) + k * p.bias_stride,

@@ -124,7 +124,11 @@ std::vector<Gemm> linear_dweight_gemms(const ops::LinearBackward& p, const Linea
                                        const Fp8Operands* fp8 = nullptr);
 
 // The linear ops. `own_gelu`: GELU and its derivative in this backend's kernels rather than cuBLASLt's epilogues.
-void linear_forward(CudaContext& ctx, GemmRunner& gemm, bool own_gelu, const ops::LinearForward& p);
+// An op whose precision has a scale runs its GEMMs in FP8: this backend's casts (fp8_cast.h) quantize its operands
+// into scratch.fp8 as Fp8Operands lays them out, recording the amaxes the precision asks for (the forward's input
+// and weight, the backward's gradient; the backward casts the input and weight again with the forward's scales).
+void linear_forward(CudaContext& ctx, GemmRunner& gemm, OpScratch& scratch, bool own_gelu,
+                    const ops::LinearForward& p);
 void linear_backward(CudaContext& ctx, GemmRunner& gemm, OpScratch& scratch, bool own_gelu,
                      const ops::LinearBackward& p);
 

@@ -39,11 +39,13 @@ struct OpScratch {
   explicit OpScratch(const CudaContext& ctx)
       : reduce({&ctx}, ctx.capture, "CUDA backend's reduce"), sort({&ctx}, ctx.capture, "CUDA backend's sort"),
         optimizer({&ctx}, ctx.capture, "CUDA backend's optimizer"),
-        bias_grad({&ctx}, ctx.capture, "CUDA backend's bias-gradient") {}
+        bias_grad({&ctx}, ctx.capture, "CUDA backend's bias-gradient"),
+        fp8({&ctx}, ctx.capture, "CUDA backend's FP8 operand") {}
   DeviceScratch reduce;      // column and row partial sums (bias, LayerNorm parameter gradients, loss statistics)
   DeviceScratch sort;        // the scatter-add's sorted indices and CUB temporary storage
   DeviceScratch optimizer;   // per-chunk partial sums and the completion counter
   DeviceScratch bias_grad;   // the activation-backward's bias-gradient staging
+  DeviceScratch fp8;         // an FP8 linear op's quantized copies of its operands (linear.h Fp8Operands)
 };
 
 }  // namespace bertperf::cuda
