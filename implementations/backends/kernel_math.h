@@ -1,7 +1,8 @@
 // The per-element and per-row math every backend shares, as inline functions callable from host and device code
 // (BERT_HOST_DEVICE, core/philox.h): the reference's tanh-GELU and its derivative, the LayerNorm element formulas,
-// the cross-entropy row, the LAMB element update, dropout (Philox itself is core/philox.h), and rounding to bf16.
-// The CPU kernels (backends/cpu) and the CUDA kernels (backends/cuda) both call these, so the formulas exist once;
+// the cross-entropy row, the LAMB element update and the step's schedule, dropout (Philox itself is core/philox.h),
+// and rounding to bf16.
+// The CPU kernels (backends/cpu), the CUDA kernels (backends/cuda) and the optimizer's host schedule call these, so the formulas exist once;
 // the CPU tests exercise them against finite differences, direct formulas and exact references.
 //
 // Functions that need tanh or exp take them as a callable, so each backend supplies its fast version (the CPU's
@@ -112,6 +113,47 @@ BERT_HOST_DEVICE T lamb_direction(T m, T v, T w, const LambElementParams& p, Sqr
 // The trust ratio of a tensor from |w| and |u| (f64 norms): 1 for an excluded tensor or a zero norm.
 BERT_HOST_DEVICE float lamb_trust_ratio(double w_norm, double u_norm, bool excluded) {
   return (excluded || !(w_norm > 0) || !(u_norm > 0)) ? 1.0f : static_cast<float>(w_norm / u_norm);
+}
+
+// ---- the step's schedule ---------------------------------------------------------------------------------------
+// The run's constants from which a step's learning rate and LAMB bias corrections follow, given the number of updates
+// already made (the reference's global_step before its increment). The host (optim/lr_schedule, Lamb::fill_scalars)
+// computes them with these functions, and so will an op that computes them on the device from a step counter, so
+// host and device values are one function's. Pow is the backend's double pow.
+struct StepSchedule {
+  double learning_rate;  // the base rate
+  double beta1, beta2;   // LAMB's, for the bias corrections
+  double poly_power;
+  int64_t train_steps, warmup_steps, start_warmup_step;  // train_steps > 0
+};
+
+struct StepScheduleValues {
+  double learning_rate;         // of the update made after `updates_done` updates
+  double inv_bias_correction1;  // 1 / (1 - beta1^t), t = updates_done + 1
+  double inv_bias_correction2;  // 1 / (1 - beta2^t)
+};
+
+// The reference's schedule, quirks included (optim/lr_schedule.h says which): linear warmup over
+// step - start_warmup_step < warmup_steps, then polynomial decay taken at `step`, held at 0 from train_steps.
+template <typename Pow>
+BERT_HOST_DEVICE double scheduled_learning_rate(const StepSchedule& s, int64_t step, Pow pow_fn) {
+  const double T = static_cast<double>(s.train_steps);
+  const double decayed =
+      s.learning_rate * pow_fn(1.0 - static_cast<double>(step < s.train_steps ? step : s.train_steps) / T,
+                               s.poly_power);
+  if (s.warmup_steps == 0) return decayed;
+  const int64_t since_start = step - s.start_warmup_step;
+  if (since_start < s.warmup_steps)
+    return s.learning_rate * static_cast<double>(since_start) / static_cast<double>(s.warmup_steps);
+  return decayed;
+}
+
+// The bias corrections are formed in double as reciprocals, so a large t loses nothing before a cast to float.
+template <typename Pow>
+BERT_HOST_DEVICE StepScheduleValues step_schedule_at(const StepSchedule& s, int64_t updates_done, Pow pow_fn) {
+  const double t = static_cast<double>(updates_done + 1);
+  return {scheduled_learning_rate(s, updates_done, pow_fn), 1.0 / (1.0 - pow_fn(s.beta1, t)),
+          1.0 / (1.0 - pow_fn(s.beta2, t))};
 }
 
 // ---- rounding to bf16 ---------------------------------------------------------------------------------------

@@ -78,11 +78,11 @@ Lamb::Lamb(Backend& backend, const TensorTable& table, const LambHyperparams& hp
 }
 
 void Lamb::fill_scalars(ops::StepScalars& s, int64_t updates_done) const {
-  const double t = static_cast<double>(updates_done + 1);
-  s.learning_rate = static_cast<float>(learning_rate(hp_, updates_done));
-  // Bias corrections as reciprocals, formed in double so a large t loses nothing before the cast.
-  s.inv_bias_correction1 = static_cast<float>(1.0 / (1.0 - std::pow(hp_.beta1, t)));
-  s.inv_bias_correction2 = static_cast<float>(1.0 / (1.0 - std::pow(hp_.beta2, t)));
+  const kmath::StepScheduleValues v =
+      kmath::step_schedule_at(step_schedule(hp_), updates_done, [](double x, double y) { return std::pow(x, y); });
+  s.learning_rate = static_cast<float>(v.learning_rate);
+  s.inv_bias_correction1 = static_cast<float>(v.inv_bias_correction1);
+  s.inv_bias_correction2 = static_cast<float>(v.inv_bias_correction2);
   s.max_grad_norm = static_cast<float>(hp_.max_grad_norm);
 }
 

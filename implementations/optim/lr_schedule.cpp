@@ -1,23 +1,20 @@
 // The reference learning-rate schedule (lr_schedule.h).
 #include "optim/lr_schedule.h"
 
-#include <algorithm>
 #include <cmath>
 
 #include "core/errors.h"
 
 namespace bertperf {
 
-double learning_rate(const LambHyperparams& hp, int64_t step) {
+kmath::StepSchedule step_schedule(const LambHyperparams& hp) {
   BERT_CHECK(hp.train_steps > 0, "learning_rate needs train_steps > 0, got ", hp.train_steps);
-  const double T = static_cast<double>(hp.train_steps);
-  const double decayed =
-      hp.learning_rate * std::pow(1.0 - static_cast<double>(std::min(step, hp.train_steps)) / T, hp.poly_power);
-  if (hp.warmup_steps == 0) return decayed;
-  const int64_t since_start = step - hp.start_warmup_step;
-  if (since_start < hp.warmup_steps)
-    return hp.learning_rate * static_cast<double>(since_start) / static_cast<double>(hp.warmup_steps);
-  return decayed;
+  return {.learning_rate = hp.learning_rate, .beta1 = hp.beta1, .beta2 = hp.beta2, .poly_power = hp.poly_power,
+          .train_steps = hp.train_steps, .warmup_steps = hp.warmup_steps, .start_warmup_step = hp.start_warmup_step};
+}
+
+double learning_rate(const LambHyperparams& hp, int64_t step) {
+  return kmath::scheduled_learning_rate(step_schedule(hp), step, [](double x, double y) { return std::pow(x, y); });
 }
 
 }  // namespace bertperf

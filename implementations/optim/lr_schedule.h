@@ -1,9 +1,11 @@
 // The reference's learning-rate schedule (bert-reference.md section 4.2): linear warmup from
-// start_warmup_step, then polynomial decay to 0 at train_steps.
+// start_warmup_step, then polynomial decay to 0 at train_steps. The arithmetic is kernel_math.h's, shared with the
+// device.
 #pragma once
 
 #include <cstdint>
 
+#include "backends/kernel_math.h"
 #include "optim/hyperparams.h"
 
 namespace bertperf {
@@ -21,5 +23,9 @@ namespace bertperf {
 //  - a step before start_warmup_step would give a negative rate, as in the reference; the config
 //    loader keeps start_warmup_step <= 0 in practice.
 double learning_rate(const LambHyperparams& hp, int64_t step);
+
+// The schedule's constants from hp, for the shared schedule math (backends/kernel_math.h), which learning_rate and
+// Lamb::fill_scalars compute with. Needs hp.train_steps > 0.
+kmath::StepSchedule step_schedule(const LambHyperparams& hp);
 
 }  // namespace bertperf
