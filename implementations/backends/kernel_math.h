@@ -9,6 +9,7 @@
 // vectorisable approximations, the GPU's intrinsics) and the formula around it stays shared.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 
@@ -119,7 +120,8 @@ BERT_HOST_DEVICE float lamb_trust_ratio(double w_norm, double u_norm, bool exclu
 // The run's constants from which a step's learning rate and LAMB bias corrections follow, given the number of updates
 // already made (the reference's global_step before its increment). The host (optim/lr_schedule, Lamb::fill_scalars)
 // computes them with these functions, and so will an op that computes them on the device from a step counter, so
-// host and device values are one function's. Pow is the backend's double pow.
+// host and device values are one function's. pow is the C library's on the host and CUDA's on the device (within
+// 2 ulp of it in double, so the float values the ops read agree in all but rare last-bit cases).
 struct StepSchedule {
   double learning_rate;  // the base rate
   double beta1, beta2;   // LAMB's, for the bias corrections
@@ -135,12 +137,10 @@ struct StepScheduleValues {
 
 // The reference's schedule, quirks included (optim/lr_schedule.h says which): linear warmup over
 // step - start_warmup_step < warmup_steps, then polynomial decay taken at `step`, held at 0 from train_steps.
-template <typename Pow>
-BERT_HOST_DEVICE double scheduled_learning_rate(const StepSchedule& s, int64_t step, Pow pow_fn) {
+BERT_HOST_DEVICE double scheduled_learning_rate(const StepSchedule& s, int64_t step) {
   const double T = static_cast<double>(s.train_steps);
   const double decayed =
-      s.learning_rate * pow_fn(1.0 - static_cast<double>(step < s.train_steps ? step : s.train_steps) / T,
-                               s.poly_power);
+      s.learning_rate * pow(1.0 - static_cast<double>(step < s.train_steps ? step : s.train_steps) / T, s.poly_power);
   if (s.warmup_steps == 0) return decayed;
   const int64_t since_start = step - s.start_warmup_step;
   if (since_start < s.warmup_steps)
@@ -149,11 +149,9 @@ BERT_HOST_DEVICE double scheduled_learning_rate(const StepSchedule& s, int64_t s
 }
 
 // The bias corrections are formed in double as reciprocals, so a large t loses nothing before a cast to float.
-template <typename Pow>
-BERT_HOST_DEVICE StepScheduleValues step_schedule_at(const StepSchedule& s, int64_t updates_done, Pow pow_fn) {
+BERT_HOST_DEVICE StepScheduleValues step_schedule_at(const StepSchedule& s, int64_t updates_done) {
   const double t = static_cast<double>(updates_done + 1);
-  return {scheduled_learning_rate(s, updates_done, pow_fn), 1.0 / (1.0 - pow_fn(s.beta1, t)),
-          1.0 / (1.0 - pow_fn(s.beta2, t))};
+  return {scheduled_learning_rate(s, updates_done), 1.0 / (1.0 - pow(s.beta1, t)), 1.0 / (1.0 - pow(s.beta2, t))};
 }
 
 // ---- rounding to bf16 ---------------------------------------------------------------------------------------

@@ -235,4 +235,8 @@ void OpCostRecorder::fp8_scale_update(const ops::Fp8ScaleUpdate& p) {
   note(ops::op_name(ops::Op::FP8_SCALE_UPDATE), cat(p.count, " scales"), 0, 4.0 * n * (2.0 * p.history_len + 2.0));
 }
 
+void OpCostRecorder::schedule_step(const ops::ScheduleStep&) {
+  note(ops::op_name(ops::Op::SCHEDULE_STEP), "", 0, sizeof(ops::StepScalars));
+}
+
 }  // namespace bertperf

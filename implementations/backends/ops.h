@@ -87,6 +87,7 @@
 #include <cstdint>
 
 #include "backends/dtype.h"
+#include "backends/kernel_math.h"
 #include "core/philox.h"
 
 namespace bertperf::ops {
@@ -118,7 +119,8 @@ inline constexpr float kLayerNormEps = 1e-12f;
   X(GRADIENT_ACCUMULATE, gradient_accumulate, GradientAccumulate)                             \
   X(LAMB_MOMENTS, lamb_moments, LambMoments)                                                  \
   X(LAMB_APPLY, lamb_apply, LambApply)                                                        \
-  X(FP8_SCALE_UPDATE, fp8_scale_update, Fp8ScaleUpdate)
+  X(FP8_SCALE_UPDATE, fp8_scale_update, Fp8ScaleUpdate)                                      \
+  X(SCHEDULE_STEP, schedule_step, ScheduleStep)
 
 // Every op of the vocabulary, by name: for what a backend declares of its ops (device.h: Capabilities) and the
 // per-op tables of the tests and benchmarks.
@@ -182,8 +184,9 @@ struct DropoutCounter {
 };
 
 struct StepScalars {
-  // Written by the host before the step.
+  // Written by the host before the step, or by ScheduleStep from `updates`.
   DropoutCounter dropout;
+  int64_t updates = 0;              // updates made before this step (the reference's global_step)
   float learning_rate = 0;          // of the update this step makes
   float inv_bias_correction1 = 1;   // 1 / (1 - beta1^t), t = the update's 1-based index
   float inv_bias_correction2 = 1;   // 1 / (1 - beta2^t)
@@ -483,6 +486,18 @@ struct Fp8ScaleUpdate {
   float* history;              // (history_len, count) f32
   int count = 0, history_len = 1;
   float margin = 0;
+};
+
+// ---- the step's schedule on the device -------------------------------------------------------------------------
+// The step's scheduled scalars from the device's count of updates made, scalars->updates: learning_rate and the bias
+// corrections by kmath::step_schedule_at (the host's optim/lr_schedule computes with the same function), and
+// dropout.step = updates * dropout_stride + dropout_offset (mod 2^32); and the fields ops write during a step start
+// again (grad_norm_sq 0, clip_scale 1, nonfinite 0). The step's first op, so a replayed step needs no upload.
+struct ScheduleStep {
+  StepScalars* scalars;
+  kmath::StepSchedule schedule;  // schedule.train_steps > 0
+  uint32_t dropout_stride = 0;   // dropout steps an update draws: micro-batches x ranks
+  uint32_t dropout_offset = 0;   // this rank's first: its rank
 };
 
 }  // namespace bertperf::ops

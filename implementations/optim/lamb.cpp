@@ -78,8 +78,7 @@ Lamb::Lamb(Backend& backend, const TensorTable& table, const LambHyperparams& hp
 }
 
 void Lamb::fill_scalars(ops::StepScalars& s, int64_t updates_done) const {
-  const kmath::StepScheduleValues v =
-      kmath::step_schedule_at(step_schedule(hp_), updates_done, [](double x, double y) { return std::pow(x, y); });
+  const kmath::StepScheduleValues v = kmath::step_schedule_at(step_schedule(hp_), updates_done);
   s.learning_rate = static_cast<float>(v.learning_rate);
   s.inv_bias_correction1 = static_cast<float>(v.inv_bias_correction1);
   s.inv_bias_correction2 = static_cast<float>(v.inv_bias_correction2);

@@ -1,8 +1,6 @@
 // The reference learning-rate schedule (lr_schedule.h).
 #include "optim/lr_schedule.h"
 
-#include <cmath>
-
 #include "core/errors.h"
 
 namespace bertperf {
@@ -14,7 +12,7 @@ kmath::StepSchedule step_schedule(const LambHyperparams& hp) {
 }
 
 double learning_rate(const LambHyperparams& hp, int64_t step) {
-  return kmath::scheduled_learning_rate(step_schedule(hp), step, [](double x, double y) { return std::pow(x, y); });
+  return kmath::scheduled_learning_rate(step_schedule(hp), step);
 }
 
 }  // namespace bertperf

@@ -493,6 +493,19 @@ void BM_Fp8ScaleUpdate(benchmark::State& state) {
 }
 BENCHMARK(BM_Fp8ScaleUpdate)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
+void BM_ScheduleStep(benchmark::State& state) {
+  ops::StepScalars scalars;
+  const kmath::StepSchedule schedule{.learning_rate = 2e-3, .beta1 = 0.9, .beta2 = 0.999, .poly_power = 1,
+                                     .train_steps = 1000, .warmup_steps = 100, .start_warmup_step = 0};
+  Backend& be = cpu_backend();
+  for (auto _ : state) {
+    scalars.updates = (scalars.updates + 1) % 1000;
+    be.schedule_step({&scalars, schedule, 8, 0});
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations()));
+}
+BENCHMARK(BM_ScheduleStep)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
 // The benchmark of each op of the list (ops.h): a switch, so an op added to the list without a benchmark does not
 // compile (-Werror=switch).
 using OpBenchmark = void (*)(benchmark::State&);
@@ -509,6 +522,7 @@ using OpBenchmark = void (*)(benchmark::State&);
     case ops::Op::GRADIENT_ACCUMULATE: return BM_GradientAccumulate;
     case ops::Op::LAMB_MOMENTS: case ops::Op::LAMB_APPLY: return BM_LambOps;
     case ops::Op::FP8_SCALE_UPDATE: return BM_Fp8ScaleUpdate;
+    case ops::Op::SCHEDULE_STEP: return BM_ScheduleStep;
   }
   return nullptr;
 }

@@ -261,8 +261,17 @@ void expect_scalars_match(const std::vector<uint8_t>& got_bytes, const std::vect
   std::memcpy(&got, got_bytes.data(), sizeof got);
   std::memcpy(&ref, ref_bytes.data(), sizeof ref);
   EXPECT_EQ(got.dropout.seed, ref.dropout.seed) << what;
-  EXPECT_EQ(got.learning_rate, ref.learning_rate) << what;
+  EXPECT_EQ(got.dropout.step, ref.dropout.step) << what;
+  EXPECT_EQ(got.updates, ref.updates) << what;
   EXPECT_EQ(got.max_grad_norm, ref.max_grad_norm) << what;
+  // The scheduled floats within 2 ulp: a GPU's double pow may differ from the host's in its last bits (kernel_math.h).
+  auto ulps = [](float a, float b) { return std::fabs(a - b) <= 0x1p-22f * std::fabs(b); };
+  EXPECT_TRUE(ulps(got.learning_rate, ref.learning_rate))
+      << what << ": learning_rate " << got.learning_rate << ", oracle " << ref.learning_rate;
+  EXPECT_TRUE(ulps(got.inv_bias_correction1, ref.inv_bias_correction1))
+      << what << ": inv_bias_correction1 " << got.inv_bias_correction1 << ", oracle " << ref.inv_bias_correction1;
+  EXPECT_TRUE(ulps(got.inv_bias_correction2, ref.inv_bias_correction2))
+      << what << ": inv_bias_correction2 " << got.inv_bias_correction2 << ", oracle " << ref.inv_bias_correction2;
   auto near = [](double a, double b) { return (std::isnan(a) && std::isnan(b)) || std::fabs(a - b) <= 1e-5 * std::fabs(b); };
   EXPECT_TRUE(near(got.grad_norm_sq, ref.grad_norm_sq))
       << what << ": grad_norm_sq " << got.grad_norm_sq << ", oracle " << ref.grad_norm_sq;
@@ -1123,6 +1132,33 @@ TEST_P(BackendOps, Fp8ScaleUpdate) {
   }
 }
 
+// The step's schedule from the device's update count, through warmup (from 0 and from a negative start), the decay
+// (powers 1 and 0.5), its end, and a dropout step past 2^32.
+TEST_P(BackendOps, ScheduleStep) {
+  struct Sched {
+    int64_t warmup, start;
+    double power;
+  };
+  for (Sched sc : {Sched{10, 0, 1.0}, Sched{287, -76, 1.0}, Sched{0, 0, 0.5}}) {
+    for (int64_t updates : {int64_t{0}, int64_t{9}, int64_t{10}, int64_t{211}, int64_t{599}, int64_t{600},
+                            int64_t{750}, int64_t{3} << 31}) {
+      Case c{"schedule_step", "warmup " + std::to_string(sc.warmup) + " from " + std::to_string(sc.start) +
+                                  ", power " + std::to_string(sc.power) + ", after " + std::to_string(updates)};
+      ops::StepScalars s = step_scalars(1, -1, 1);
+      s.updates = updates;
+      s.nonfinite = 3;  // the last step's: started again
+      const int scalars = c.raw("scalars", Kind::SCALARS, std::vector<ops::StepScalars>{s}, Role::INOUT);
+      const kmath::StepSchedule schedule{.learning_rate = 0.00288293, .beta1 = 0.9, .beta2 = 0.999,
+                                         .poly_power = sc.power, .train_steps = 600, .warmup_steps = sc.warmup,
+                                         .start_warmup_step = sc.start};
+      c.run = [=](Backend& be, const std::vector<void*>& t) {
+        be.schedule_step({at<ops::StepScalars>(t, scalars), schedule, 16, 3});
+      };
+      check(c);
+    }
+  }
+}
+
 TEST_P(BackendOps, ActivationBackward) {
   for (uint64_t seed : {6, 7}) {
     Gen g(seed);
@@ -1493,6 +1529,7 @@ const char* conformance_test_of(ops::Op op) {
     case ops::Op::GRADIENT_ACCUMULATE: return "GradientClipAndAccumulate";
     case ops::Op::LAMB_MOMENTS: case ops::Op::LAMB_APPLY: return "LambMomentsAndApply";
     case ops::Op::FP8_SCALE_UPDATE: return "Fp8ScaleUpdate";
+    case ops::Op::SCHEDULE_STEP: return "ScheduleStep";
   }
   return "";
 }

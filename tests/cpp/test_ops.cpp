@@ -1042,6 +1042,49 @@ TEST(Optimizer, ClipIsTheReferencesGlobalNorm) {
   EXPECT_THROW(cpu::gradient_clip_finish({&s}), InternalError);
 }
 
+// The schedule from the update count against the reference's values written out (bert-reference.md section 4.2):
+// warmup from a negative start, the jump to the decay taken at the step, the end; LAMB's bias corrections directly.
+TEST(Optimizer, ScheduleStepGivesTheReferenceScheduleFromTheUpdateCount) {
+  const kmath::StepSchedule schedule{.learning_rate = 0.00288293, .beta1 = 0.9, .beta2 = 0.999, .poly_power = 1,
+                                     .train_steps = 600, .warmup_steps = 287, .start_warmup_step = -76};
+  struct Want {
+    int64_t updates;
+    double lr;
+  };
+  for (Want w : {Want{0, 0.00288293 * 76 / 287}, Want{210, 0.00288293 * 286 / 287},
+                 Want{211, 0.00288293 * (1 - 211.0 / 600)}, Want{599, 0.00288293 * (1 - 599.0 / 600)}, Want{600, 0.0},
+                 Want{900, 0.0}}) {
+    ops::StepScalars s;
+    s.updates = w.updates;
+    cpu::schedule_step({&s, schedule, 8, 3});
+    EXPECT_EQ(s.learning_rate, static_cast<float>(w.lr)) << w.updates;
+    const double t = static_cast<double>(w.updates + 1);
+    EXPECT_FLOAT_EQ(s.inv_bias_correction1, static_cast<float>(1 / (1 - std::pow(0.9, t)))) << w.updates;
+    EXPECT_FLOAT_EQ(s.inv_bias_correction2, static_cast<float>(1 / (1 - std::pow(0.999, t)))) << w.updates;
+    EXPECT_EQ(s.dropout.step, static_cast<uint32_t>(w.updates * 8 + 3)) << w.updates;
+    EXPECT_EQ(s.updates, w.updates);
+  }
+  // The fields ops write during a step start again; the run's constants stay.
+  ops::StepScalars last;
+  last.dropout.seed = 77;
+  last.max_grad_norm = 2;
+  last.grad_norm_sq = 5;
+  last.clip_scale = 0.5f;
+  last.nonfinite = 2;
+  cpu::schedule_step({&last, schedule, 8, 3});
+  EXPECT_EQ(last.grad_norm_sq, 0.0);
+  EXPECT_EQ(last.clip_scale, 1.0f);
+  EXPECT_EQ(last.nonfinite, 0);
+  EXPECT_EQ(last.dropout.seed, 77u);
+  EXPECT_EQ(last.max_grad_norm, 2.0f);
+  // The dropout step wraps at 2^32 as the host's did.
+  ops::StepScalars s;
+  s.updates = (int64_t{1} << 32) / 8 + 1;
+  cpu::schedule_step({&s, schedule, 8, 3});
+  EXPECT_EQ(s.dropout.step, 11u);
+  EXPECT_THROW(cpu::schedule_step({&s, kmath::StepSchedule{}, 8, 3}), InternalError);
+}
+
 TEST(Optimizer, AccumulateAddsClippedScaledGradientsOverTheChunksOnly) {
   std::mt19937_64 rng(31);
   const FlatProblem f({3000, 5, 70}, 512);

@@ -259,6 +259,28 @@ __global__ void fp8_scale_update_kernel(ops::Fp8ScaleUpdate p) {
 
 }  // namespace
 
+namespace {
+
+__global__ void schedule_step_kernel(ops::ScheduleStep p) {
+  ops::StepScalars& s = *p.scalars;
+  const kmath::StepScheduleValues v = kmath::step_schedule_at(p.schedule, s.updates);
+  s.learning_rate = static_cast<float>(v.learning_rate);
+  s.inv_bias_correction1 = static_cast<float>(v.inv_bias_correction1);
+  s.inv_bias_correction2 = static_cast<float>(v.inv_bias_correction2);
+  s.dropout.step = static_cast<uint32_t>(static_cast<uint64_t>(s.updates) * p.dropout_stride + p.dropout_offset);
+  s.grad_norm_sq = 0;
+  s.clip_scale = 1;
+  s.nonfinite = 0;
+}
+
+}  // namespace
+
+void schedule_step(CudaContext& ctx, const ops::ScheduleStep& p) {
+  BERT_CHECK(p.schedule.train_steps > 0, "the step's schedule needs train_steps > 0, got ", p.schedule.train_steps);
+  schedule_step_kernel<<<1, 1, 0, ctx.stream>>>(p);
+  CUDA_CHECK_LAUNCH();
+}
+
 void fp8_scale_update(CudaContext& ctx, const ops::Fp8ScaleUpdate& p) {
   BERT_CHECK(p.count >= 0 && p.history_len >= 1, "fp8 scale update of ", p.count, " tensors, history ", p.history_len);
   if (p.count == 0) return;
