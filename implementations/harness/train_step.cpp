@@ -110,6 +110,8 @@ void TrainStep::issue(int set) {
   const size_t grad_bytes = params_.elements() * dtype_size(backend_.master_dtype());
   const ops::Chunks all = lamb_.chunks().all();
   const void* update_grads = grads;
+  // The step's schedule from the update count in the scalars, on the device (the dropout step as launch() says).
+  lamb_.schedule(scalars, static_cast<uint32_t>(n * W), static_cast<uint32_t>(options_.rank));
   const float* grad_scale = &scalars->clip_scale;
 
   if (options_.clip == ClipMode::PER_MICRO_BATCH) {

@@ -83,6 +83,11 @@ void Lamb::fill_scalars(ops::StepScalars& s, int64_t updates_done) const {
   s.inv_bias_correction1 = static_cast<float>(v.inv_bias_correction1);
   s.inv_bias_correction2 = static_cast<float>(v.inv_bias_correction2);
   s.max_grad_norm = static_cast<float>(hp_.max_grad_norm);
+  s.updates = updates_done;
+}
+
+void Lamb::schedule(ops::StepScalars* scalars, uint32_t dropout_stride, uint32_t dropout_offset) {
+  backend_.schedule_step({scalars, step_schedule(hp_), dropout_stride, dropout_offset});
 }
 
 void Lamb::moments(const void* master, const void* grads, const float* grad_scale, const ops::StepScalars* scalars,

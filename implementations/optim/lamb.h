@@ -53,9 +53,13 @@ class Lamb {
   Lamb(Backend& backend, const TensorTable& table, const LambHyperparams& hp, size_t part_begin = 0,
        size_t part_end = SIZE_MAX);
 
-  // The host-written scalars of the update after `updates_done` updates: its learning rate (optim/lr_schedule.h at
-  // updates_done), its bias corrections (t = updates_done + 1) and the clip threshold.
+  // The host-written scalars of the update after `updates_done` updates: the count itself, its learning rate
+  // (optim/lr_schedule.h at updates_done), its bias corrections (t = updates_done + 1) and the clip threshold.
   void fill_scalars(ops::StepScalars& scalars, int64_t updates_done) const;
+
+  // Queues the same schedule on the device (ops.h: ScheduleStep), from scalars->updates: the learning rate, the bias
+  // corrections, and the dropout step updates * dropout_stride + dropout_offset; the step's first op.
+  void schedule(ops::StepScalars* scalars, uint32_t dropout_stride, uint32_t dropout_offset);
 
   // One update of `master` (and `weights`, the backend's weight copy, or null) by `grads` * (*grad_scale, or 1
   // when null), over `chunks` (all of them, or a shard). `sum_norms`, when given, is called between the stages
