@@ -379,6 +379,36 @@ TEST(GradAccumulation, ClipsEachMicroBatchThenAveragesByN) {
 
 // ---- the learning-rate schedule -----------------------------------------------------------------
 
+// What the step's first op leaves in the scalars on the device (Lamb::schedule) is the host's schedule, exactly, for
+// the optimizer's own hyperparameters, through warmup, the boundary, the decay and its end.
+TEST(Schedule, DeviceScheduleOfTheOptimizerEqualsTheHostsExactly) {
+  Fixture f;
+  f.add("bert/encoder/layer_0/output/dense/kernel", {4, 3});
+  LambHyperparams hp = typical_hp();
+  hp.warmup_steps = 30;
+  hp.start_warmup_step = -7;
+  hp.poly_power = 0.5;
+  LambRunner lamb(f.table, hp);
+  auto* device = lamb.scalars.as<ops::StepScalars>();
+  for (int64_t updates : {0, 1, 22, 23, 24, 60, 99, 100, 130}) {
+    ops::StepScalars want;
+    lamb.lamb.fill_scalars(want, updates);
+    ops::StepScalars start;  // only the count: the rest is the op's to write
+    start.updates = updates;
+    start.learning_rate = start.inv_bias_correction1 = start.inv_bias_correction2 = -1;
+    lamb.backend->upload(device, &start, sizeof start);
+    lamb.lamb.schedule(device, 4, 1);
+    ops::StepScalars got;
+    lamb.backend->download(&got, device, sizeof got);
+    lamb.backend->synchronize();
+    EXPECT_EQ(got.learning_rate, static_cast<float>(learning_rate(hp, updates))) << updates;
+    EXPECT_EQ(got.learning_rate, want.learning_rate) << updates;
+    EXPECT_EQ(got.inv_bias_correction1, want.inv_bias_correction1) << updates;
+    EXPECT_EQ(got.inv_bias_correction2, want.inv_bias_correction2) << updates;
+    EXPECT_EQ(got.dropout.step, static_cast<uint32_t>(updates * 4 + 1)) << updates;
+  }
+}
+
 TEST(Schedule, WarmupFromZeroThenLinearDecay) {
   LambHyperparams hp;
   hp.learning_rate = 2e-3;
