@@ -1,8 +1,8 @@
 // The per-element and per-row math every backend shares, as inline functions callable from host and device code
 // (BERT_HOST_DEVICE, core/philox.h): the reference's tanh-GELU and its derivative, the LayerNorm element formulas,
 // the cross-entropy row, the LAMB element update and the step's schedule, dropout (Philox itself is core/philox.h),
-// and rounding to bf16.
-// The CPU kernels (backends/cpu), the CUDA kernels (backends/cuda) and the optimizer's host schedule call these, so the formulas exist once;
+// and rounding to bf16. The CPU kernels (backends/cpu), the CUDA kernels (backends/cuda) and the optimizer's host
+// schedule call these, so the formulas exist once;
 // the CPU tests exercise them against finite differences, direct formulas and exact references.
 //
 // Functions that need tanh or exp take them as a callable, so each backend supplies its fast version (the CPU's
