@@ -500,4 +500,17 @@ struct ScheduleStep {
   uint32_t dropout_offset = 0;   // this rank's first: its rank
 };
 
+// What ScheduleStep writes, for the CPU backend and the CUDA kernel alike.
+BERT_HOST_DEVICE void apply_schedule_step(const ScheduleStep& p) {
+  StepScalars& s = *p.scalars;
+  const kmath::StepScheduleValues v = kmath::step_schedule_at(p.schedule, s.updates);
+  s.learning_rate = static_cast<float>(v.learning_rate);
+  s.inv_bias_correction1 = static_cast<float>(v.inv_bias_correction1);
+  s.inv_bias_correction2 = static_cast<float>(v.inv_bias_correction2);
+  s.dropout.step = static_cast<uint32_t>(static_cast<uint64_t>(s.updates) * p.dropout_stride + p.dropout_offset);
+  s.grad_norm_sq = 0;
+  s.clip_scale = 1;
+  s.nonfinite = 0;
+}
+
 }  // namespace bertperf::ops

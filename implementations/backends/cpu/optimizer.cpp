@@ -70,15 +70,7 @@ void gradient_clip_finish(const ops::GradientClipFinish& p) {
 
 void schedule_step(const ops::ScheduleStep& p) {
   BERT_CHECK(p.schedule.train_steps > 0, "the step's schedule needs train_steps > 0, got ", p.schedule.train_steps);
-  ops::StepScalars& s = *p.scalars;
-  const kmath::StepScheduleValues v = kmath::step_schedule_at(p.schedule, s.updates);
-  s.learning_rate = static_cast<float>(v.learning_rate);
-  s.inv_bias_correction1 = static_cast<float>(v.inv_bias_correction1);
-  s.inv_bias_correction2 = static_cast<float>(v.inv_bias_correction2);
-  s.dropout.step = static_cast<uint32_t>(static_cast<uint64_t>(s.updates) * p.dropout_stride + p.dropout_offset);
-  s.grad_norm_sq = 0;
-  s.clip_scale = 1;
-  s.nonfinite = 0;
+  ops::apply_schedule_step(p);
 }
 
 template <typename T>

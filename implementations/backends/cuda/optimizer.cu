@@ -262,15 +262,7 @@ __global__ void fp8_scale_update_kernel(ops::Fp8ScaleUpdate p) {
 namespace {
 
 __global__ void schedule_step_kernel(ops::ScheduleStep p) {
-  ops::StepScalars& s = *p.scalars;
-  const kmath::StepScheduleValues v = kmath::step_schedule_at(p.schedule, s.updates);
-  s.learning_rate = static_cast<float>(v.learning_rate);
-  s.inv_bias_correction1 = static_cast<float>(v.inv_bias_correction1);
-  s.inv_bias_correction2 = static_cast<float>(v.inv_bias_correction2);
-  s.dropout.step = static_cast<uint32_t>(static_cast<uint64_t>(s.updates) * p.dropout_stride + p.dropout_offset);
-  s.grad_norm_sq = 0;
-  s.clip_scale = 1;
-  s.nonfinite = 0;
+  ops::apply_schedule_step(p);
 }
 
 }  // namespace
