@@ -114,12 +114,23 @@ class Device {
   // synchronous backend counts the same calls, so a step's waits read the same on every backend (bench-step's
   // host_waits_per_step).
   int64_t host_waits() const { return host_waits_.load(std::memory_order_relaxed); }
+  // The waits the calling thread has made, on any backend: a step's thread is told from a batch pipeline's reader,
+  // whose wait for the upload that last read a pinned block (model/batch_stage.h) holds the reader back while the
+  // device works through the steps queued before that upload (the device is not left without work).
+  static int64_t host_waits_of_this_thread() { return this_threads_waits(); }
 
  protected:
-  void count_host_wait() { host_waits_.fetch_add(1, std::memory_order_relaxed); }
+  void count_host_wait() {
+    host_waits_.fetch_add(1, std::memory_order_relaxed);
+    ++this_threads_waits();
+  }
 
  private:
   std::atomic<int64_t> host_waits_{0};
+  static int64_t& this_threads_waits() {
+    static thread_local int64_t waits = 0;
+    return waits;
+  }
 };
 
 // One allocation of device memory, released with its owner.

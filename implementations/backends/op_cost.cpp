@@ -239,4 +239,10 @@ void OpCostRecorder::schedule_step(const ops::ScheduleStep&) {
   note(ops::op_name(ops::Op::SCHEDULE_STEP), "", 0, sizeof(ops::StepScalars));
 }
 
+void OpCostRecorder::record_step(const ops::RecordStep&) {
+  // the sums and the scalars read, a record and the count written
+  note(ops::op_name(ops::Op::RECORD_STEP), "", 0,
+       ops::kRecordSums * 8.0 + sizeof(ops::StepScalars) + sizeof(ops::StepRecord));
+}
+
 }  // namespace bertperf

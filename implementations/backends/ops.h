@@ -120,7 +120,8 @@ inline constexpr float kLayerNormEps = 1e-12f;
   X(LAMB_MOMENTS, lamb_moments, LambMoments)                                                  \
   X(LAMB_APPLY, lamb_apply, LambApply)                                                        \
   X(FP8_SCALE_UPDATE, fp8_scale_update, Fp8ScaleUpdate)                                      \
-  X(SCHEDULE_STEP, schedule_step, ScheduleStep)
+  X(SCHEDULE_STEP, schedule_step, ScheduleStep)                                               \
+  X(RECORD_STEP, record_step, RecordStep)
 
 // Every op of the vocabulary, by name: for what a backend declares of its ops (device.h: Capabilities) and the
 // per-op tables of the tests and benchmarks.
@@ -184,9 +185,9 @@ struct DropoutCounter {
 };
 
 struct StepScalars {
-  // Written by the host before the step, or by ScheduleStep from `updates`.
+  // Written by the host at the run's first step (and where it resumes), then by ScheduleStep from `updates`.
   DropoutCounter dropout;
-  int64_t updates = 0;              // updates made before this step (the reference's global_step)
+  int64_t updates = 0;              // steps made before this one (the reference's global_step; RecordStep advances it)
   float learning_rate = 0;          // of the update this step makes
   float inv_bias_correction1 = 1;   // 1 / (1 - beta1^t), t = the update's 1-based index
   float inv_bias_correction2 = 1;   // 1 / (1 - beta2^t)
@@ -194,7 +195,8 @@ struct StepScalars {
   // Written by ops during the step.
   double grad_norm_sq = 0;          // sum of squares of the gradient last clipped (GradientClip)
   float clip_scale = 1;             // what that gradient is multiplied by: max_norm / norm above max_norm, else 1
-  int32_t nonfinite = 0;            // clips that saw a non-finite norm this step; LAMB updates nothing when > 0
+  double nonfinite = 0;             // clips that saw a non-finite norm this step; LAMB updates nothing when > 0
+                                    // (a double, so the step's record sums it across ranks with its losses)
 };
 
 // Where a dropout mask comes from: Philox keyed by (counter->seed, counter->step + step_offset, site, element).
@@ -511,6 +513,47 @@ BERT_HOST_DEVICE void apply_schedule_step(const ScheduleStep& p) {
   s.grad_norm_sq = 0;
   s.clip_scale = 1;
   s.nonfinite = 0;
+}
+
+// ---- the step's record on the device ---------------------------------------------------------------------------
+// What the host learns of a step, without waiting for it: the step's last op files a StepRecord in slot
+// scalars->updates % slots of a ring in backend memory, and the host reads the ring at its log points
+// (harness/train_step.h). The first kRecordSums doubles are the step's sums across ranks.
+inline constexpr int kRecordSums = 5;
+struct StepRecord {
+  double mlm_loss = 0, mlm_correct = 0, nsp_loss = 0, nsp_correct = 0;  // the model's LossStats, in its order
+  double nonfinite = 0;     // clips that saw a non-finite norm, or 1 for a loss that is not finite (> 0: skipped)
+  double grad_norm_sq = 0;  // of the gradient last clipped
+  int64_t updates = 0;      // the update count the step ran at (its index in the run)
+  float learning_rate = 0;  // the step's
+  int32_t reserved = 0;
+};
+
+// Files the step's record and advances the update count:
+//   ring[scalars->updates % slots] = {sums[0, kRecordSums), scalars' grad_norm_sq, updates and learning_rate},
+// where sums are the step's LossStats and its non-finite count (after a cross-rank sum where there are ranks); the
+// record's nonfinite is also set where the summed loss is not finite; then scalars->updates += 1. The step's last op.
+struct RecordStep {
+  StepScalars* scalars;
+  const double* sums;          // (kRecordSums) f64
+  StepRecord* ring;            // (slots)
+  int slots = 1;
+};
+
+// What RecordStep writes, for the CPU backend and the CUDA kernel alike.
+BERT_HOST_DEVICE void apply_record_step(const RecordStep& p) {
+  StepScalars& s = *p.scalars;
+  StepRecord& r = p.ring[static_cast<uint64_t>(s.updates) % static_cast<uint64_t>(p.slots)];
+  r.mlm_loss = p.sums[0];
+  r.mlm_correct = p.sums[1];
+  r.nsp_loss = p.sums[2];
+  r.nsp_correct = p.sums[3];
+  const double loss = p.sums[0] + p.sums[2];
+  r.nonfinite = p.sums[4] > 0 ? p.sums[4] : (loss - loss == 0 ? 0.0 : 1.0);  // x - x is 0 for finite x only
+  r.grad_norm_sq = s.grad_norm_sq;
+  r.updates = s.updates;
+  r.learning_rate = s.learning_rate;
+  s.updates += 1;
 }
 
 }  // namespace bertperf::ops

@@ -2,8 +2,10 @@
 // LAMB) on a random batch of full-length sequences, the same step scripts/bench_pytorch_step.py
 // times in PyTorch, and prints JSON lines in the same shape so scripts/bench_train_step.py can set
 // the two side by side. Also reports achieved GFLOP/s from the FLOP count of the step, the
-// activation arena, the process's peak resident memory and the times a step waits on the host
-// (host_waits_per_step: synchronize, host_wait and waiting uploads, device.h). With --roofline it times nothing: it builds the step on
+// activation arena, the process's peak resident memory and the times a step waits on the host: the thread that runs
+// the steps (host_waits_per_step: synchronize, host_wait and waiting uploads, device.h; 0 where nothing waits between
+// the repeat's reads of the step records, harness/train_step.h) and the batch pipeline's reader
+// (reader_waits_per_step: its waits for the upload that last read a pinned block). With --roofline it times nothing: it builds the step on
 // the op-cost recorder (backends/op_cost.h), runs it once, and prices every op on a device of the table
 // (perf/roofline.h): the predicted time of each op, the step's and the samples a second, in bf16 and with the
 // encoder's linears in FP8, naming the op that holds the step back.
@@ -267,7 +269,7 @@ void price_step(const BenchPlan& plan, TrainStackSpec spec, CachedSource& source
   StagedStep one;
   batches.next(one);
   costs.clear();
-  stack.step().run(one, 0);
+  stack.step().launch(one, 0);  // the recorder runs no op: no record to read
   if (dist.is_root())
     print_roofline(costs.costs(), device, plan.model_name, plan.B, plan.S, plan.P, plan.micro_batches, sequences);
 }
@@ -287,11 +289,12 @@ class StepBench {
 
   void run() {
     for (int i = 0; i < plan_.warmup; ++i) step();
+    stack_.step().read();  // each repeat starts with the ring of step records read
     print_paths();
     Backend::GemmProfile none;
     Backend::GemmProfile& gemm = backend_.gemm_profile() ? *backend_.gemm_profile() : none;
     gemm.enabled = true;
-    Repeat best{1e300, 0, 0, 0};
+    Repeat best{1e300, 0, 0, 0, 0};
     for (int r = 0; r < plan_.repeats; ++r) {
       const Repeat this_repeat = repeat(gemm);
       if (this_repeat.step_s < best.step_s) best = this_repeat;
@@ -305,7 +308,8 @@ class StepBench {
 
  private:
   struct Repeat {
-    double step_s, gemm_s, gemm_flops, host_waits;  // host_waits: a step's (device.h: Device::host_waits)
+    double step_s, gemm_s, gemm_flops;
+    double host_waits, reader_waits;  // a step's: the stepping thread's, the other threads' (device.h)
   };
 
   void step() {
@@ -314,13 +318,14 @@ class StepBench {
     TrainStep& train_step = stack_.step();
     train_step.launch(current_, step_index_);
     ahead_ready_ = batches_.reads_ahead() && batches_.next(ahead_);
-    const StepStats stats = train_step.finish();
-    if (plan_.losses && dist_.is_root())
+    ++step_index_;
+    if (!plan_.losses) return;
+    const StepStats stats = train_step.read().back();  // a wait a step: --losses is for checking, not timing
+    if (dist_.is_root())
       std::printf("{\"bench\": \"bertperf_step_loss\", \"backend\": \"%s\", \"step\": %lld, \"mlm_loss\": %.6f, "
                   "\"nsp_loss\": %.6f, \"grad_norm\": %.6f}\n",
-                  backend_.name().c_str(), static_cast<long long>(step_index_), stats.loss.mlm_loss,
+                  backend_.name().c_str(), static_cast<long long>(stats.updates), stats.loss.mlm_loss,
                   stats.loss.nsp_loss, stats.grad_norm);
-    ++step_index_;
   }
 
   // Which way the backend's ops went in the warm-up steps where it has a choice (the CUDA attention: cuDNN's or its
@@ -338,12 +343,15 @@ class StepBench {
   Repeat repeat(Backend::GemmProfile& gemm) {
     gemm.seconds = gemm.flops = 0;
     const auto t0 = std::chrono::steady_clock::now();
-    const int64_t waits_before = backend_.host_waits();
+    const int64_t mine_before = Device::host_waits_of_this_thread(), all_before = backend_.host_waits();
     for (int i = 0; i < plan_.steps; ++i) step();
-    const double waits = double(backend_.host_waits() - waits_before) / plan_.steps;
+    const int64_t mine = Device::host_waits_of_this_thread() - mine_before;
+    const int64_t others = backend_.host_waits() - all_before - mine;
+    stack_.step().read();  // the repeat's log point: the records of its steps, one wait
     backend_.synchronize();
     const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / plan_.steps;
-    return {dt, gemm.seconds / plan_.steps, gemm.flops / plan_.steps, waits};
+    return {dt, gemm.seconds / plan_.steps, gemm.flops / plan_.steps, double(mine) / plan_.steps,
+            double(others) / plan_.steps};
   }
 
   void print(std::string extra, const Repeat& r) {
@@ -356,12 +364,13 @@ class StepBench {
     std::printf(
         "{\"bench\": \"bertperf_step\", \"model\": \"%s\", \"backend\": \"%s\", \"batch\": %d, \"seq_len\": %d, "
         "\"predictions\": %d, \"threads\": %d, \"params\": %zu, %s\"step_s\": %.5f, \"seqs_per_s\": %.3f, \"gflops\": %.1f, "
-        "\"gemm_share\": %.3f, \"gemm_gflops\": %.1f, \"host_waits_per_step\": %.2f, \"arena_mib\": %.1f, "
+        "\"gemm_share\": %.3f, \"gemm_gflops\": %.1f, \"host_waits_per_step\": %.2f, \"reader_waits_per_step\": %.2f, "
+        "\"arena_mib\": %.1f, "
         "\"peak_rss_mib\": %.1f}\n",
         plan_.model_name.c_str(), backend_.name().c_str(), plan_.B, plan_.S, plan_.P,
         plan_.backend.options.value("threads", 0), params_, extra.c_str(), r.step_s, sequences_ / r.step_s,
         flops_ / r.step_s * 1e-9, r.gemm_s / r.step_s, r.gemm_s > 0 ? r.gemm_flops / r.gemm_s * 1e-9 : 0.0,
-        r.host_waits, stack_.model().arena_bytes() / 1048576.0, usage.ru_maxrss / 1024.0);
+        r.host_waits, r.reader_waits, stack_.model().arena_bytes() / 1048576.0, usage.ru_maxrss / 1024.0);
     std::fflush(stdout);
   }
 

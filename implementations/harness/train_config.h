@@ -15,7 +15,9 @@
 //               by the reader, packed shards keep their rows and need true; harness/reader_plan.h) },
 //     "batch": { "local_batch_size": int, "grad_accum_steps": int, "ranks": int },
 //     "backend": { "name": "cpu" | "cpu-f64" | "cpu-bf16" | "cpu-async" | "cuda" | ..., "capture": bool (optional,
-//                  default true: replay the step as one captured graph where the backend can), and the backend's own
+//                  default true: replay the step as one captured graph where the backend can), "record_slots": int
+//                  (optional, default 16: steps the host may launch between its reads of their records,
+//                  harness/train_step.h), and the backend's own
 //                  options, e.g. CPU "threads" (backends/cpu/cpu_options.h), cpu-bf16 "gemm": "auto" | "onednn" |
 //                  "emulated" and "isa": "avx512_bf16" | "amx" (backends/cpu/cpu_bf16_options.h), cpu-async
 //                  "delay_us" (backends/cpu/cpu_async_options.h) or CUDA "device", "attention"

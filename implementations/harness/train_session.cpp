@@ -1,5 +1,5 @@
-// One training job (train_session.h): the training stack, the readers and their batch pipelines, and the
-// cross-rank agreement on each step's statistics.
+// One training job (train_session.h): the training stack, the readers and their batch pipelines, the steps launched
+// ahead of their records, and the records read at the session's log points.
 #include "harness/train_session.h"
 
 #include <cmath>
@@ -10,7 +10,6 @@
 #include "harness/reader_plan.h"
 #include "model/batch_pipeline.h"
 #include "harness/train_stack.h"
-#include "optim/lr_schedule.h"
 
 namespace bertperf {
 
@@ -28,7 +27,11 @@ struct TrainSession::Impl {
   bool ahead_ready = false;
   // The eval set, read once on the first evaluation; every evaluation stages it through a pipeline of its own.
   std::unique_ptr<CachedSource> eval_set;
-  TrainProgress progress;
+  TrainProgress progress;  // as the records read so far say
+  // The steps launched and not yet read: their count, and each one's sequences over all ranks (known at launch,
+  // from the pipeline's host counts, so the session stops at an exact sample count without waiting for a record).
+  int64_t launched_steps = 0, launched_samples = 0;
+  std::vector<int64_t> unread_samples;
   int64_t eval_sequences = 0;
 
   Impl(const TrainConfig& c, uint64_t run_seed, DistContext& d)
@@ -41,6 +44,7 @@ struct TrainSession::Impl {
     // An empty eval set would report accuracy 0 over sequences never evaluated.
     eval_sequences = count_shard(c.eval_file).sequences;
     if (eval_sequences == 0) throw_input(c.eval_file, "the eval file holds no sequences");
+    unread_samples.reserve(static_cast<size_t>(stack.step().options().record_slots));
   }
 
   // Checked before anything is built: the memory the config needs, and the job's size.
@@ -66,7 +70,8 @@ struct TrainSession::Impl {
     return *train_batches;
   }
 
-  void optimizer_step() {
+  // Launches one optimizer step; reads the records when the ring is full.
+  void optimizer_step(const std::function<void(const TrainProgress&)>& on_step) {
     BatchPipeline& pipeline = batches();
     if (ahead_ready) {
       std::swap(current, ahead);
@@ -75,24 +80,44 @@ struct TrainSession::Impl {
       throw_input(config.source, "training data ran out (no batches)");
     }
     TrainStep& step = stack.step();
-    step.launch(current, progress.optimizer_steps);
+    step.launch(current, launched_steps);
     // A reader that ran out says so at the next step, as without reading ahead.
     if (pipeline.reads_ahead()) ahead_ready = pipeline.next(ahead);
-    const StepStats s = step.finish();
-    progress.data_wait_s = pipeline.wait_seconds();
-    // Summed over ranks in one all-reduce: sequences, loss, and whether anything was not finite.
-    const double loss = s.loss.mlm_loss + s.loss.nsp_loss;
-    double status[3] = {double(s.sequences), loss, (std::isfinite(loss) && s.nonfinite == 0) ? 0.0 : 1.0};
-    dist.allreduce_sum(status, 3);
-    progress.last_loss = status[1] / (double(config.grad_accum_steps) * dist.size());
-    progress.grad_norm = s.grad_norm;
-    if (status[2] > 0) {
-      progress.non_finite_loss = true;
-      return;
+    // The step's sequences over all ranks: a sum on the host, of what each rank staged (no wait for the device).
+    int64_t sequences = current.sequences;
+    if (dist.size() > 1) {
+      double all = double(sequences);
+      dist.allreduce_sum(&all, 1);
+      sequences = static_cast<int64_t>(all);
     }
-    progress.learning_rate = learning_rate(config.lamb, progress.optimizer_steps);
-    progress.optimizer_steps += 1;
-    progress.samples_trained += static_cast<int64_t>(status[0]);
+    unread_samples.push_back(sequences);
+    launched_steps += 1;
+    launched_samples += sequences;
+    progress.data_wait_s = pipeline.wait_seconds();
+    if (static_cast<int>(unread_samples.size()) == step.options().record_slots) read_records(on_step);
+  }
+
+  // The records of the steps launched since the last read, in order, into `progress` (on_step after each). The first
+  // step that was not finite ends it: progress stays at the step before it, with that step's loss, and the steps
+  // launched after it are dropped (the run ends; their updates are not counted).
+  void read_records(const std::function<void(const TrainProgress&)>& on_step) {
+    const std::vector<StepStats>& records = stack.step().read();
+    BERT_CHECK(records.size() == unread_samples.size(), records.size(), " step records for ", unread_samples.size(),
+               " steps launched");
+    for (size_t i = 0; i < records.size() && !progress.non_finite_loss; ++i) {
+      const StepStats& r = records[i];
+      progress.last_loss = (r.loss.mlm_loss + r.loss.nsp_loss) / (double(config.grad_accum_steps) * dist.size());
+      progress.grad_norm = r.grad_norm;
+      if (!r.finite()) {
+        progress.non_finite_loss = true;
+        break;
+      }
+      progress.learning_rate = r.learning_rate;
+      progress.optimizer_steps += 1;
+      progress.samples_trained += unread_samples[i];
+      if (on_step) on_step(progress);
+    }
+    unread_samples.clear();
   }
 
   EvalResult evaluate() {
@@ -129,11 +154,10 @@ TrainSession::~TrainSession() = default;
 TrainProgress TrainSession::train_until(int64_t target_samples,
                                         const std::function<void(const TrainProgress&)>& on_step, int64_t max_steps) {
   Impl& m = *impl_;
-  while (m.progress.samples_trained < target_samples && m.progress.optimizer_steps < max_steps &&
-         !m.progress.non_finite_loss) {
-    m.optimizer_step();
-    if (on_step && !m.progress.non_finite_loss) on_step(m.progress);
-  }
+  // Steps are launched on the host's sample count; their records are read every record_slots steps and at the end.
+  while (m.launched_samples < target_samples && m.launched_steps < max_steps && !m.progress.non_finite_loss)
+    m.optimizer_step(on_step);
+  m.read_records(on_step);
   return m.progress;
 }
 

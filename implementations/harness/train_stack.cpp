@@ -68,7 +68,8 @@ TrainStack::TrainStack(const TrainStackSpec& spec, DistContext& dist, std::uniqu
       model_(*backend_, spec.model, table_, largest(spec.train_capacity, spec.eval_capacity)),
       step_(*backend_, model_, params_, lamb_, *reducer_,
             {.micro_batches = spec.micro_batches, .ranks = dist.size(), .rank = dist.rank(), .seed = spec.seed,
-             .clip = spec.clip, .capture = spec.backend.capture}) {
+             .clip = spec.clip, .capture = spec.backend.capture,
+             .record_slots = spec.backend.record_slots}) {
   FlatTensors host(table_);
   if (spec.init_checkpoint.empty()) {
     bert_init_parameters(host, spec.model, spec.init_seed);

@@ -1,6 +1,7 @@
 // One optimizer step (train_step.h).
 #include "harness/train_step.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/errors.h"
@@ -12,8 +13,14 @@ TrainStep::TrainStep(Backend& backend, BertModel& model, ParamBuffers& params, L
     : backend_(backend), model_(model), params_(params), lamb_(lamb), reducer_(reducer), options_(options) {
   BERT_CHECK(options.micro_batches > 0 && options.ranks > 0 && options.rank >= 0 && options.rank < options.ranks,
              "a training step needs micro_batches > 0 and a rank inside its world");
+  BERT_CHECK(options.record_slots > 0, "a training step needs a ring of at least one record");
   scalars_ = DeviceBuffer(backend, sizeof(ops::StepScalars));
   host_scalars_ = DeviceBuffer(backend, sizeof(ops::StepScalars), MemoryKind::PINNED);
+  sums_ = DeviceBuffer(backend, ops::kRecordSums * sizeof(double));
+  ring_ = DeviceBuffer(backend, options.record_slots * sizeof(ops::StepRecord));
+  host_ring_ = DeviceBuffer(backend, options.record_slots * sizeof(ops::StepRecord), MemoryKind::PINNED);
+  read_.reserve(2 * static_cast<size_t>(options.record_slots));  // so that no step allocates
+  handed_.reserve(read_.capacity());
   const int parts = options.micro_batches * options.ranks;
   if (options.clip == ClipMode::PER_MICRO_BATCH && parts > 1)
     accumulator_ = DeviceBuffer(backend, params.elements() * dtype_size(backend.master_dtype()));
@@ -41,31 +48,34 @@ TrainStep::~TrainStep() = default;
 
 StepStats TrainStep::run(const StagedStep& batches, int64_t updates_done) {
   launch(batches, updates_done);
-  return finish();
+  return read().back();
 }
 
 void TrainStep::launch(const StagedStep& batches, int64_t updates_done) {
-  const int n = options_.micro_batches, W = options_.ranks;
-  BERT_CHECK(!in_flight_, "TrainStep::launch called twice without finish()");
+  const int n = options_.micro_batches;
   BERT_CHECK(static_cast<int>(batches.micro.size()) == n && (batches.set == 0 || batches.set == 1), "a step of ", n,
              " micro-batches was handed ", batches.micro.size());
+  BERT_CHECK(updates_done >= 0, "a step's count cannot be negative, got ", updates_done);
   const int set = batches.set;
   // A set's graph was captured on its batches: a set keeps its buffers (model/batch_pipeline.h).
   BERT_CHECK(!graphs_[set] || batches_[set] == batches.micro, "a captured step was handed other buffers for its set");
   batches_[set].assign(batches.micro.begin(), batches.micro.end());
 
-  // The step's scalars: the dropout step of micro-batch m on this rank is updates_done * n * W + m * W + rank, so
-  // a micro-batch draws the same masks whether it runs as one of n on one rank or on one of n ranks.
-  auto& host = *host_scalars_.as<ops::StepScalars>();
-  host = ops::StepScalars{};
-  host.dropout.seed = options_.seed;
-  host.dropout.step = static_cast<uint32_t>(updates_done * n * W + options_.rank);
-  lamb_.fill_scalars(host, updates_done);
-  backend_.upload(scalars_.data(), &host, sizeof host);
+  // The ring holds record_slots steps: a caller that has not read them is made to wait here, once in so many steps.
+  if (unread_ == options_.record_slots) collect();
+  if (updates_done != device_updates_) {
+    // The first step, or a count other than the device's: the scalars from the host. The ring's slots are numbered
+    // by the count, so unread records are read first; that read, or the one after the last launch, also waited for
+    // the last upload from the pinned scalars.
+    if (unread_ > 0) collect();
+    auto& host = *host_scalars_.as<ops::StepScalars>();
+    host = ops::StepScalars{};
+    host.dropout.seed = options_.seed;
+    lamb_.fill_scalars(host, updates_done);
+    backend_.upload(scalars_.data(), &host, sizeof host);
+    device_updates_ = updates_done;
+  }
 
-  pending_ = StepStats{};
-  pending_.sequences = batches.sequences;
-  model_.zero_stats();
   // The first step runs eagerly (every op at its shape once); each set is captured at its first step after that.
   if (can_capture_ && steps_launched_ > 0 && !graphs_[set]) {
     graphs_[set] = backend_.capture([this, set] { issue(set); });
@@ -79,21 +89,35 @@ void TrainStep::launch(const StagedStep& batches, int64_t updates_done) {
   } else {
     issue(set);
   }
-  in_flight_ = true;
   ++steps_launched_;
+  ++device_updates_;
+  ++unread_;
 }
 
-StepStats TrainStep::finish() {
-  BERT_CHECK(in_flight_, "TrainStep::finish without launch()");
-  in_flight_ = false;
-  auto& host = *host_scalars_.as<ops::StepScalars>();
-  backend_.download(&host, scalars_.data(), sizeof host);
-  backend_.synchronize();  // the step and the download have run; the host may rewrite the pinned scalars again
-  StepStats out = pending_;
-  out.loss = model_.read_stats();
-  out.grad_norm = std::sqrt(host.grad_norm_sq);
-  out.nonfinite = host.nonfinite;
-  return out;
+const std::vector<StepStats>& TrainStep::read() {
+  if (unread_ > 0) collect();
+  handed_.clear();
+  handed_.swap(read_);
+  return handed_;
+}
+
+void TrainStep::collect() {
+  const int K = options_.record_slots;
+  backend_.download(host_ring_.data(), ring_.data(), K * sizeof(ops::StepRecord));
+  backend_.synchronize();  // the steps and the download have run
+  const auto* ring = host_ring_.as<ops::StepRecord>();
+  for (int64_t u = device_updates_ - unread_; u < device_updates_; ++u) {
+    const ops::StepRecord& r = ring[u % K];
+    BERT_CHECK(r.updates == u, "the record of step ", u + 1, " holds step ", r.updates + 1);
+    StepStats out;
+    out.loss = {r.mlm_loss, r.mlm_correct, r.nsp_loss, r.nsp_correct};
+    out.grad_norm = std::sqrt(r.grad_norm_sq);
+    out.learning_rate = r.learning_rate;
+    out.updates = r.updates;
+    out.nonfinite = r.nonfinite > 0 ? std::max(1, static_cast<int>(std::min(r.nonfinite, 1e9))) : 0;
+    read_.push_back(out);
+  }
+  unread_ = 0;
 }
 
 std::string TrainStep::describe_capture() const {
@@ -110,8 +134,11 @@ void TrainStep::issue(int set) {
   const size_t grad_bytes = params_.elements() * dtype_size(backend_.master_dtype());
   const ops::Chunks all = lamb_.chunks().all();
   const void* update_grads = grads;
-  // The step's schedule from the update count in the scalars, on the device (the dropout step as launch() says).
+  // The step's schedule from the count in the scalars. The dropout step of micro-batch m on this rank is
+  // updates * n * W + m * W + rank, so a micro-batch draws the same masks whether it runs as one of n on one rank or
+  // on one of n ranks.
   lamb_.schedule(scalars, static_cast<uint32_t>(n * W), static_cast<uint32_t>(options_.rank));
+  model_.zero_stats();
   const float* grad_scale = &scalars->clip_scale;
 
   if (options_.clip == ClipMode::PER_MICRO_BATCH) {
@@ -161,6 +188,12 @@ void TrainStep::issue(int set) {
     reducer_.gather(params_.master(), backend_.master_dtype());
     if (params_.weight_copy()) reducer_.gather(params_.weight_copy(), backend_.weight_dtype());
   }
+  // The step's record: its loss statistics and non-finite count summed over ranks, filed in the ring.
+  auto* sums = sums_.as<double>();
+  backend_.copy(sums, model_.stats(), 4 * sizeof(double));
+  backend_.copy(sums + 4, &scalars->nonfinite, sizeof(double));
+  reducer_.sum(sums, ops::kRecordSums);
+  backend_.record_step({scalars, sums, ring_.as<ops::StepRecord>(), options_.record_slots});
 }
 
 }  // namespace bertperf

@@ -5,7 +5,7 @@
 //
 // Read-ahead follows the backend's asynchrony (Capabilities::asynchronous): on an asynchronous backend (a GPU,
 // cpu-async) a thread fills the other set's pinned blocks while a step runs, and the caller asks for the next
-// step's batches between launching a step and waiting for it, so their uploads are queued behind the running step
+// step's batches after launching a step, so their uploads are queued behind the running step
 // (harness/train_session.cpp). On a synchronous backend the batches are read when asked for, on the caller's
 // thread (its cores are the step's). Either way the time next() spends waiting for the source is counted: a
 // training run logs it (0 when the read-ahead keeps up).

@@ -78,8 +78,9 @@ BatchStage::BatchStage(Backend& backend, BatchCapacity capacity) : backend_(back
 }
 
 BatchView& BatchStage::host() {
-  // The last upload from host_ may not have run yet (an asynchronous backend): it must read the last batch.
-  if (in_flight_) backend_.host_wait(*uploaded_);
+  // On an asynchronous backend the last upload from host_ may not have run yet: it must read the last batch first.
+  // A synchronous backend's upload has run when it returns.
+  if (in_flight_ && backend_.capabilities().asynchronous) backend_.host_wait(*uploaded_);
   in_flight_ = false;
   return view_;
 }

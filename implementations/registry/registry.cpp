@@ -47,9 +47,12 @@ BackendSpec parse_backend_spec(const Json& block, const std::string& where) {
   BackendSpec spec;
   spec.name = f.required<std::string>("name");
   spec.capture = f.optional<bool>("capture", true);
+  spec.record_slots = f.optional<int>("record_slots", 16);
+  if (spec.record_slots < 1 || spec.record_slots > 4096)
+    throw_input(where, cat("field 'record_slots' must be 1 to 4096, got ", spec.record_slots));
   spec.where = where;
   for (auto it = block.begin(); it != block.end(); ++it)
-    if (it.key() != "name" && it.key() != "capture") spec.options[it.key()] = it.value();
+    if (it.key() != "name" && it.key() != "capture" && it.key() != "record_slots") spec.options[it.key()] = it.value();
   read_options(spec);
   return spec;
 }

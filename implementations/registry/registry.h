@@ -4,7 +4,8 @@
 // backend names; it asks here.
 //
 // A "backend" block is { "name": str, "capture": bool (optional, default true: replay the training step as one
-// captured graph where the backend can), ...the backend's own options }. Each backend reads its own options
+// captured graph where the backend can), "record_slots": int (optional, 1 to 4096, default 16: the ring of step
+// records the host reads, harness/train_step.h), ...the backend's own options }. Each backend reads its own options
 // strictly (core/json_fields.h): an unknown or ill-typed field is one line naming the config and the field. The
 // command line's --backend NAME and --backend-option KEY=VALUE make the same block.
 #pragma once
@@ -21,6 +22,7 @@ namespace bertperf {
 struct BackendSpec {
   std::string name = "cpu";
   bool capture = true;
+  int record_slots = 16;
   Json options = Json::object();  // the block's other fields, checked by the backend's own options reader
   std::string where = "backend";  // where the block came from, for messages
 };

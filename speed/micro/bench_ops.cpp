@@ -506,6 +506,16 @@ void BM_ScheduleStep(benchmark::State& state) {
 }
 BENCHMARK(BM_ScheduleStep)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
+void BM_RecordStep(benchmark::State& state) {
+  ops::StepScalars scalars;
+  std::vector<ops::StepRecord> ring(16);
+  const double sums[ops::kRecordSums] = {3.5, 40, 0.75, 6, 0};
+  Backend& be = cpu_backend();
+  for (auto _ : state) be.record_step({&scalars, sums, ring.data(), 16});
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations()));
+}
+BENCHMARK(BM_RecordStep)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
 // The benchmark of each op of the list (ops.h): a switch, so an op added to the list without a benchmark does not
 // compile (-Werror=switch).
 using OpBenchmark = void (*)(benchmark::State&);
@@ -523,6 +533,7 @@ using OpBenchmark = void (*)(benchmark::State&);
     case ops::Op::LAMB_MOMENTS: case ops::Op::LAMB_APPLY: return BM_LambOps;
     case ops::Op::FP8_SCALE_UPDATE: return BM_Fp8ScaleUpdate;
     case ops::Op::SCHEDULE_STEP: return BM_ScheduleStep;
+    case ops::Op::RECORD_STEP: return BM_RecordStep;
   }
   return nullptr;
 }

@@ -53,9 +53,8 @@ int train(DistContext& dist, const std::string& config_path, int steps, const st
 
   testing::StagedSteps staged(stack, std::move(batches), n);
   for (int s = 0; s < steps; ++s) {
-    const StepStats stats = staged.run(s);
-    double loss = stats.loss.mlm_loss + stats.loss.nsp_loss;
-    dist.allreduce_sum(&loss, 1);
+    const StepStats stats = staged.run(s);  // summed over the ranks
+    const double loss = stats.loss.mlm_loss + stats.loss.nsp_loss;
     if (dist.is_root()) std::printf("step %d loss %.17g\n", s + 1, loss / (n * W));
   }
   if (stack.step().captured()) std::cerr << cat("rank ", r, ": replayed captured steps\n");

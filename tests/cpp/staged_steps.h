@@ -21,16 +21,20 @@ class StagedSteps {
         }()),
         pipeline_(stack.backend(), source_, micro_batches, LossWeighting::MEAN) {}
 
-  StepStats run(int64_t updates_done) {
+  // One step launched, its record not read.
+  void launch(int64_t updates_done) {
     if (ahead_ready_) {
       std::swap(current_, ahead_);
     } else {
       BERT_CHECK(pipeline_.next(current_), "no batches");
     }
-    TrainStep& step = stack_.step();
-    step.launch(current_, updates_done);
+    stack_.step().launch(current_, updates_done);
     ahead_ready_ = pipeline_.reads_ahead() && pipeline_.next(ahead_);
-    return step.finish();
+  }
+  // One step and its record.
+  StepStats run(int64_t updates_done) {
+    launch(updates_done);
+    return stack_.step().read().back();
   }
 
  private:

@@ -96,7 +96,7 @@ float round_bf16(float x) {
 
 // A tensor's element type: one of the backend's three float dtypes (ops.h: A, W, F), a fixed type, or raw bytes
 // (structs such as StepScalars, and the attention buffers whose size and layout are the backend's).
-enum class Kind : uint8_t { A, W, F, F32, F64, I32, I64, U8, BYTES, SCALARS, ATTN_SAVED, ATTN_WORKSPACE };
+enum class Kind : uint8_t { A, W, F, F32, F64, I32, I64, U8, BYTES, SCALARS, RECORDS, ATTN_SAVED, ATTN_WORKSPACE };
 // IN: uploaded, not compared. OUT: poisoned, compared. INOUT: uploaded, compared (accumulated outputs).
 // SCRATCH: poisoned, not compared.
 enum class Role : uint8_t { IN, OUT, INOUT, SCRATCH };
@@ -140,7 +140,7 @@ struct Case {
   int raw(const std::string& name, Kind kind, const std::vector<T>& v, Role role = Role::IN) {
     std::vector<uint8_t> b(v.size() * sizeof(T));
     if (!b.empty()) std::memcpy(b.data(), v.data(), b.size());
-    const size_t n = kind == Kind::BYTES || kind == Kind::SCALARS ? b.size() : v.size();
+    const size_t n = kind == Kind::BYTES || kind == Kind::SCALARS || kind == Kind::RECORDS ? b.size() : v.size();
     return add({name, kind, role, n, {}, std::move(b), {}});
   }
   int attention(const std::string& name, Kind kind, int tokens, int sequences, int max_seqlen, int heads) {
@@ -171,7 +171,7 @@ size_t bytes_of(const Tensor& t, const Backend& b) {
   switch (t.kind) {
     case Kind::I32: return 4 * t.n;
     case Kind::I64: return 8 * t.n;
-    case Kind::U8: case Kind::BYTES: case Kind::SCALARS: return t.n;
+    case Kind::U8: case Kind::BYTES: case Kind::SCALARS: case Kind::RECORDS: return t.n;
     case Kind::ATTN_SAVED: return b.attention_saved_bytes(a[0], a[1], a[2], a[3]);
     case Kind::ATTN_WORKSPACE: return b.attention_workspace_bytes(a[0], a[1], a[2], a[3]);
     default: return t.n * dtype_size(dtype_of(t.kind, b));
@@ -219,7 +219,7 @@ Results run_case(Backend& b, const Case& c, const Dtypes* bf16_like = nullptr) {
   for (size_t i = 0; i < c.tensors.size(); ++i) {
     const Tensor& t = c.tensors[i];
     if (t.role != Role::OUT && t.role != Role::INOUT) continue;
-    if (t.kind == Kind::SCALARS) {
+    if (t.kind == Kind::SCALARS || t.kind == Kind::RECORDS) {
       r.bytes[i].resize(t.n);
       b.download(r.bytes[i].data(), ptrs[i], t.n);
     } else if (dtype_of(t.kind, b) == DType::F64) {
@@ -312,6 +312,10 @@ void expect_conformance(Backend& backend, Backend& oracle, Backend& cpu_fp32, co
     if (t.role != Role::OUT && t.role != Role::INOUT) continue;
     if (t.kind == Kind::SCALARS) {
       expect_scalars_match(got.bytes[i], ref.bytes[i], t.name);
+      continue;
+    }
+    if (t.kind == Kind::RECORDS) {  // copies and counts: the same bits on every backend
+      EXPECT_TRUE(got.bytes[i] == ref.bytes[i]) << t.name << " differs from the oracle's";
       continue;
     }
     const Vec& g = got.values[i];
@@ -1159,6 +1163,37 @@ TEST_P(BackendOps, ScheduleStep) {
   }
 }
 
+// The step's record: filed in its slot of rings of 1, 3 and 16 (the other slots untouched), the count advanced, for
+// a finite step, clips that saw a non-finite norm, and losses that are NaN or infinite; and at a count past 2^32.
+TEST_P(BackendOps, RecordStep) {
+  const double inf = std::numeric_limits<double>::infinity();
+  struct Sums {
+    const char* what;
+    std::vector<double> sums;
+  };
+  for (const Sums& v : {Sums{"finite", {12.5, 301, 1.25, 7, 0}}, Sums{"2 non-finite clips", {3, 1, 0.5, 2, 2}},
+                        Sums{"a NaN loss", {kNaN, 0, 0.5, 1, 0}}, Sums{"an infinite NSP loss", {1, 2, inf, 3, 0}}}) {
+    for (int slots : {1, 3, 16}) {
+      for (int64_t updates : {int64_t{0}, int64_t{7}, (int64_t{1} << 32) + 5}) {
+        Case c{"record_step", std::string(v.what) + ", " + std::to_string(slots) + " slots, after " +
+                                  std::to_string(updates)};
+        ops::StepScalars s = step_scalars(1, 0.00125f, 1);
+        s.updates = updates;
+        s.grad_norm_sq = 2.75;
+        const int scalars = c.raw("scalars", Kind::SCALARS, std::vector<ops::StepScalars>{s}, Role::INOUT);
+        const int sums = c.raw("sums", Kind::BYTES, v.sums);
+        std::vector<ops::StepRecord> earlier(static_cast<size_t>(slots));
+        for (int k = 0; k < slots; ++k) earlier[size_t(k)] = {.mlm_loss = 100.0 + k, .updates = -1 - k};
+        const int ring = c.raw("ring", Kind::RECORDS, earlier, Role::INOUT);
+        c.run = [=](Backend& be, const std::vector<void*>& t) {
+          be.record_step({at<ops::StepScalars>(t, scalars), at<double>(t, sums), at<ops::StepRecord>(t, ring), slots});
+        };
+        check(c);
+      }
+    }
+  }
+}
+
 TEST_P(BackendOps, ActivationBackward) {
   for (uint64_t seed : {6, 7}) {
     Gen g(seed);
@@ -1530,6 +1565,7 @@ const char* conformance_test_of(ops::Op op) {
     case ops::Op::LAMB_MOMENTS: case ops::Op::LAMB_APPLY: return "LambMomentsAndApply";
     case ops::Op::FP8_SCALE_UPDATE: return "Fp8ScaleUpdate";
     case ops::Op::SCHEDULE_STEP: return "ScheduleStep";
+    case ops::Op::RECORD_STEP: return "RecordStep";
   }
   return "";
 }

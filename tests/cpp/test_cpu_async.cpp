@@ -128,6 +128,13 @@ TEST(CpuAsync, CountsTheHostsWaits) {
     EXPECT_EQ(b->host_waits(), before + 1);
     b->synchronize();
     EXPECT_EQ(b->host_waits(), before + 2);
+    // Another thread's wait counts for the backend, not for this thread (a batch pipeline's reader, bench-step).
+    const int64_t mine = Device::host_waits_of_this_thread();
+    std::thread([&] { b->synchronize(); }).join();
+    EXPECT_EQ(b->host_waits(), before + 3);
+    EXPECT_EQ(Device::host_waits_of_this_thread(), mine);
+    b->synchronize();
+    EXPECT_EQ(Device::host_waits_of_this_thread(), mine + 1);
   }
   const auto b = cpu_async();
   DeviceBuffer device(*b, 64);

@@ -77,7 +77,7 @@ TEST(OpCost, TinyStepMatchesAHandCount) {
   StagedStep step;
   ASSERT_TRUE(pipeline.next(step));
   r.clear();
-  stack.step().run(step, 0);
+  stack.step().launch(step, 0);  // the recorder runs no op: no record to read
 
   // The recorder has static shapes (the CUDA backend's): every batch at its capacity of tokens (T), sequences (Q)
   // and predictions (M); attention over the real sequences only.

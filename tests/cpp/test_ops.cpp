@@ -1085,6 +1085,50 @@ TEST(Optimizer, ScheduleStepGivesTheReferenceScheduleFromTheUpdateCount) {
   EXPECT_THROW(cpu::schedule_step({&s, kmath::StepSchedule{}, 8, 3}), InternalError);
 }
 
+// The step's record, as train_step.h reads it: slot updates % slots holds the step's sums, norm, count and learning
+// rate; the count advances on every step; a step is marked not finite by its clips or by a loss that is not finite.
+TEST(Optimizer, RecordStepFilesTheStepInItsSlotAndAdvancesTheCount) {
+  std::vector<ops::StepRecord> ring(4);
+  ops::StepScalars s;
+  s.updates = 9;
+  s.learning_rate = 0.5f;
+  s.grad_norm_sq = 6.25;
+  const double sums[5] = {3.5, 40, 0.75, 6, 0};
+  cpu::record_step({&s, sums, ring.data(), 4});
+  EXPECT_EQ(s.updates, 10);
+  const ops::StepRecord& r = ring[1];  // 9 % 4
+  EXPECT_EQ(r.mlm_loss, 3.5);
+  EXPECT_EQ(r.mlm_correct, 40.0);
+  EXPECT_EQ(r.nsp_loss, 0.75);
+  EXPECT_EQ(r.nsp_correct, 6.0);
+  EXPECT_EQ(r.nonfinite, 0.0);
+  EXPECT_EQ(r.grad_norm_sq, 6.25);
+  EXPECT_EQ(r.updates, 9);
+  EXPECT_EQ(r.learning_rate, 0.5f);
+  for (int k : {0, 2, 3}) EXPECT_EQ(ring[size_t(k)].updates, 0) << "slot " << k << " was written";
+  // The next step goes to the next slot, and the ring wraps.
+  for (int k = 0; k < 3; ++k) cpu::record_step({&s, sums, ring.data(), 4});
+  EXPECT_EQ(s.updates, 13);
+  EXPECT_EQ(ring[0].updates, 12);
+  EXPECT_EQ(ring[1].updates, 9);
+  cpu::record_step({&s, sums, ring.data(), 4});
+  EXPECT_EQ(ring[1].updates, 13);
+  // Not finite: clips counted over the ranks, a NaN or an infinite loss (the count still advances).
+  const double inf = std::numeric_limits<double>::infinity();
+  struct Bad {
+    double sums[5];
+    double want;
+  };
+  for (const Bad& bad : {Bad{{1, 2, 3, 4, 2}, 2}, Bad{{std::nan(""), 2, 3, 4, 0}, 1}, Bad{{1, 2, -inf, 4, 0}, 1},
+                         Bad{{1, 2, 3, 4, 0}, 0}}) {
+    const int64_t before = s.updates;
+    cpu::record_step({&s, bad.sums, ring.data(), 4});
+    EXPECT_EQ(ring[size_t(before % 4)].nonfinite, bad.want) << bad.sums[0] << " " << bad.sums[2] << " " << bad.sums[4];
+    EXPECT_EQ(s.updates, before + 1);
+  }
+  EXPECT_THROW(cpu::record_step({&s, sums, ring.data(), 0}), InternalError);
+}
+
 TEST(Optimizer, AccumulateAddsClippedScaledGradientsOverTheChunksOnly) {
   std::mt19937_64 rng(31);
   const FlatProblem f({3000, 5, 70}, 512);

@@ -27,6 +27,7 @@
 #include "harness/train_session.h"
 #include "harness/train_stack.h"
 #include "model/checkpoint.h"
+#include "optim/lr_schedule.h"
 #include "registry/registry.h"
 #include "input_error.h"
 #include "staged_steps.h"
@@ -296,6 +297,75 @@ struct StepParts {
     return s;
   }
 };
+
+// No host wait in a step (harness/train_step.h): steps launched one after another, each next batch staged between
+// them as a session stages it, wait for nothing on the stepping thread until their records are read, and then once;
+// the records read after seven steps are those read after each step, bit for bit, with the step count and the
+// learning rate the host's schedule gives (so the device's schedule is pinned inside the step). On cpu, cpu-bf16 and
+// cpu-async with random delays (its worker far behind the host), after three steps (a capture's first two) read one by
+// one.
+TEST(Training, StepsWaitForNothingUntilTheirRecordsAreRead) {
+  const auto run = testing::write_synthetic_run(scratch("no_wait"), {{"lamb", {{"warmup_steps", 4}}}});
+  TrainConfig config = load_train_config(run.config_path);
+  constexpr int kSteps = 10, kOneByOne = 3;
+  const std::vector<Batch> batches = first_batches(config, kSteps);
+  for (const char* backend : {kCpu, kCpuAsyncDelayed, R"({"name": "cpu-bf16", "threads": 1, "gemm": "emulated"})"}) {
+    SCOPED_TRACE(backend);
+    config.backend = block(backend);
+    std::vector<StepStats> each;
+    {
+      StepParts parts(config, batches[0].capacity);
+      testing::StagedSteps staged(parts.stack, batches);
+      for (int i = 0; i < kSteps; ++i) each.push_back(staged.run(i));
+    }
+    StepParts parts(config, batches[0].capacity);
+    testing::StagedSteps staged(parts.stack, batches);
+    std::vector<StepStats> got;
+    for (int i = 0; i < kOneByOne; ++i) got.push_back(staged.run(i));
+    const int64_t before = Device::host_waits_of_this_thread();
+    for (int i = kOneByOne; i < kSteps; ++i) staged.launch(i);
+    EXPECT_EQ(Device::host_waits_of_this_thread() - before, 0) << "the stepping thread waited for the device";
+    for (const StepStats& s : parts.stack.step().read()) got.push_back(s);
+    EXPECT_EQ(Device::host_waits_of_this_thread() - before, 1) << "reading the records is one wait";
+    ASSERT_EQ(got.size(), size_t(kSteps));
+    for (int i = 0; i < kSteps; ++i) {
+      EXPECT_EQ(std::memcmp(&got[i].loss, &each[i].loss, sizeof(LossStats)), 0) << "step " << i;
+      EXPECT_EQ(got[i].grad_norm, each[i].grad_norm) << "step " << i;
+      EXPECT_TRUE(got[i].finite() && each[i].finite()) << "step " << i;
+      EXPECT_EQ(got[i].updates, i);
+      EXPECT_EQ(got[i].learning_rate, static_cast<float>(learning_rate(config.lamb, i))) << "step " << i;
+      EXPECT_EQ(each[i].learning_rate, got[i].learning_rate) << "step " << i;
+    }
+    EXPECT_LT(got[1].learning_rate, got[3].learning_rate) << "the warmup must show in the learning rates";
+  }
+  fs::remove_all(run.dir);
+}
+
+// A step that is not finite ends `bertperf train` at that step whether the host reads the step records after every
+// step or every 16, on cpu and on cpu-async (captured): the same steps printed, the same one-line error naming the step. A learning rate of 1e6 makes
+// the weights overflow after a few steps (LAMB's trust ratio makes each update about 1e6 times the weights).
+TEST(Training, NonFiniteStepInTheRingEndsTheRunAtItsStep) {
+  std::vector<Command> runs;
+  for (const char* name : {"cpu", "cpu-async"})
+    for (int slots : {1, 16}) {
+      const fs::path dir = scratch(cat("diverge_", name, "_", slots));
+      const auto run = testing::write_synthetic_run(
+          dir, {{"lamb", {{"learning_rate", 1e6}}}, {"backend", {{"name", name}, {"record_slots", slots}}}});
+      runs.push_back(run_bertperf("train --config " + run.config_path + " --steps 30", dir));
+      const Command& c = runs.back();
+      SCOPED_TRACE(cat(name, ", ", slots, " slots"));
+      EXPECT_EQ(c.status, 3) << c.err;
+      EXPECT_EQ(count_lines(c.err), 1u) << c.err;
+      EXPECT_NE(c.err.find("at step"), std::string::npos) << c.err;
+      EXPECT_GE(count_lines(c.out), 2u) << "the run must diverge after some finite steps for this test to mean much";
+      EXPECT_LT(count_lines(c.out), 16u) << "the run must diverge inside the first ring of steps";
+      fs::remove_all(dir);
+    }
+  for (size_t i = 0; i < runs.size(); i += 2) {  // each backend's 16 slots against its 1
+    EXPECT_EQ(runs[i + 1].out, runs[i].out) << "run " << i;
+    EXPECT_EQ(runs[i + 1].err, runs[i].err) << "run " << i;
+  }
+}
 
 // A resumed FP8 run quantizes as the uninterrupted one: six steps in one go equal, bit for bit (losses, gradient
 // norms, the FP8 state at the end), three steps, a checkpoint, and three more on a new stack started from it (the

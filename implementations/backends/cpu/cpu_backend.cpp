@@ -171,6 +171,7 @@ class CpuBackend final : public CpuOpsBackend {
   }
   void fp8_scale_update(const ops::Fp8ScaleUpdate& p) override { cpu::fp8_scale_update(p); }
   void schedule_step(const ops::ScheduleStep& p) override { cpu::schedule_step(p); }
+  void record_step(const ops::RecordStep& p) override { cpu::record_step(p); }
   void activation_backward(const ops::ActivationBackward& p) override { cpu::activation_backward<T>(p); }
   void embedding_forward(const ops::EmbeddingForward& p) override { cpu::embedding_forward<T>(p); }
   void embedding_backward(const ops::EmbeddingBackward& p) override { cpu::embedding_backward<T>(p); }

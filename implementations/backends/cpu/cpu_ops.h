@@ -84,6 +84,7 @@ template <typename T>
 void lamb_apply(const ops::LambApply& p);
 void fp8_scale_update(const ops::Fp8ScaleUpdate& p);  // f32 bookkeeping, the same for every backend
 void schedule_step(const ops::ScheduleStep& p);  // f64 scalar arithmetic, the same for every backend
+void record_step(const ops::RecordStep& p);      // the same for every backend
 
 // The bf16 backend's specialisations (gather_forward, cross-entropy and lamb_apply are the generic templates
 // instantiated for bf16; clipping, accumulation and lamb_moments run on F = fp32 as their float versions). Its

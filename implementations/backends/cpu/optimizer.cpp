@@ -73,6 +73,11 @@ void schedule_step(const ops::ScheduleStep& p) {
   ops::apply_schedule_step(p);
 }
 
+void record_step(const ops::RecordStep& p) {
+  BERT_CHECK(p.slots > 0, "a ring of step records needs a slot, got ", p.slots);
+  ops::apply_record_step(p);
+}
+
 template <typename T>
 void gradient_accumulate(const ops::GradientAccumulate& p) {
   // A micro-batch whose clip saw a non-finite norm adds nothing (the step's update is skipped anyway).

@@ -237,6 +237,7 @@ class CudaBackend final : public Backend {
   void lamb_apply(const ops::LambApply& p) override { cuda::lamb_apply(ctx_, p); }
   void fp8_scale_update(const ops::Fp8ScaleUpdate& p) override { cuda::fp8_scale_update(ctx_, p); }
   void schedule_step(const ops::ScheduleStep& p) override { cuda::schedule_step(ctx_, p); }
+  void record_step(const ops::RecordStep& p) override { cuda::record_step(ctx_, p); }
 
  private:
   static bool is_pinned(const void* p) {

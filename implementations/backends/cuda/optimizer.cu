@@ -265,11 +265,21 @@ __global__ void schedule_step_kernel(ops::ScheduleStep p) {
   ops::apply_schedule_step(p);
 }
 
+__global__ void record_step_kernel(ops::RecordStep p) {
+  ops::apply_record_step(p);
+}
+
 }  // namespace
 
 void schedule_step(CudaContext& ctx, const ops::ScheduleStep& p) {
   BERT_CHECK(p.schedule.train_steps > 0, "the step's schedule needs train_steps > 0, got ", p.schedule.train_steps);
   schedule_step_kernel<<<1, 1, 0, ctx.stream>>>(p);
+  CUDA_CHECK_LAUNCH();
+}
+
+void record_step(CudaContext& ctx, const ops::RecordStep& p) {
+  BERT_CHECK(p.slots > 0, "a ring of step records needs a slot, got ", p.slots);
+  record_step_kernel<<<1, 1, 0, ctx.stream>>>(p);
   CUDA_CHECK_LAUNCH();
 }
 

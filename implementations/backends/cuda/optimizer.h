@@ -19,5 +19,6 @@ void lamb_apply(CudaContext& ctx, const ops::LambApply& p);
 // FP8 delayed scaling (backends/fp8.h): one thread per tensor, kmath::delayed_scaling_update.
 void fp8_scale_update(CudaContext& ctx, const ops::Fp8ScaleUpdate& p);
 void schedule_step(CudaContext& ctx, const ops::ScheduleStep& p);
+void record_step(CudaContext& ctx, const ops::RecordStep& p);
 
 }  // namespace bertperf::cuda
