@@ -12,7 +12,8 @@
 #    step                          one forward and backward of a small BERT against the CPU (loss, every gradient)
 #    eval_async                    a session's eval over distinct batches against the same eval with blocking uploads
 #    determinism                   two runs from one seed bit-identical, captured steps equal to eager ones (where
-#                                  the backend declares an op non-deterministic, with its "deterministic" option)
+#                                  the backend declares an op non-deterministic, with its "deterministic" option),
+#                                  and steps launched without a host wait equal to steps read one by one
 #    conformance_kernel            the attention on this backend's kernel (the backend option "attention": "kernel")
 #    conformance_fp8               the FP8 linear ops and scale update ("precision": "fp8", ops.h's FP8 column)
 #                                  against fp64 by the FP8 rule and against the CPU twin (cpu-bf16 in FP8)
@@ -505,7 +506,7 @@ fi
 gpu_step=(
   "step|*GpuStep.ForwardBackwardMatchesTheCpuBackend/cuda"
   "eval_async|*GpuStep.EvalOverDistinctBatchesEqualsTheEvalWithBlockingUploads/cuda"
-  "determinism|*GpuStep.TwoRunsFromOneSeedAreBitIdentical/cuda:*GpuStep.CapturedStepsEqualEagerSteps/cuda"
+  "determinism|*GpuStep.TwoRunsFromOneSeedAreBitIdentical/cuda:*GpuStep.CapturedStepsEqualEagerSteps/cuda:*GpuStep.StepsWaitForNothingUntilTheirRecordsAreRead/cuda"
 )
 for s in "${gpu_step[@]}"; do
   IFS='|' read -r name filter <<< "$s"

@@ -195,8 +195,9 @@ struct StepScalars {
   // Written by ops during the step.
   double grad_norm_sq = 0;          // sum of squares of the gradient last clipped (GradientClip)
   float clip_scale = 1;             // what that gradient is multiplied by: max_norm / norm above max_norm, else 1
-  double nonfinite = 0;             // clips that saw a non-finite norm this step; LAMB updates nothing when > 0
-                                    // (a double, so the step's record sums it across ranks with its losses)
+  double nonfinite = 0;             // clips that saw a non-finite norm, added to what the last step's RecordStep
+                                    // left (0 after a finite step); LAMB updates nothing when > 0. A double, so the
+                                    // record sums it across ranks with the losses
 };
 
 // Where a dropout mask comes from: Philox keyed by (counter->seed, counter->step + step_offset, site, element).
@@ -493,8 +494,9 @@ struct Fp8ScaleUpdate {
 // ---- the step's schedule on the device -------------------------------------------------------------------------
 // The step's scheduled scalars from the device's count of updates made, scalars->updates: learning_rate and the bias
 // corrections by kmath::step_schedule_at (the host's optim/lr_schedule computes with the same function), and
-// dropout.step = updates * dropout_stride + dropout_offset (mod 2^32); and the fields ops write during a step start
-// again (grad_norm_sq 0, clip_scale 1, nonfinite 0). The step's first op, so a replayed step needs no upload.
+// dropout.step = updates * dropout_stride + dropout_offset (mod 2^32); and the clip's fields start again
+// (grad_norm_sq 0, clip_scale 1; nonfinite is the last record's, RecordStep). The step's first op, so a replayed step
+// needs no upload.
 struct ScheduleStep {
   StepScalars* scalars;
   kmath::StepSchedule schedule;  // schedule.train_steps > 0
@@ -512,7 +514,6 @@ BERT_HOST_DEVICE void apply_schedule_step(const ScheduleStep& p) {
   s.dropout.step = static_cast<uint32_t>(static_cast<uint64_t>(s.updates) * p.dropout_stride + p.dropout_offset);
   s.grad_norm_sq = 0;
   s.clip_scale = 1;
-  s.nonfinite = 0;
 }
 
 // ---- the step's record on the device ---------------------------------------------------------------------------
@@ -532,7 +533,10 @@ struct StepRecord {
 // Files the step's record and advances the update count:
 //   ring[scalars->updates % slots] = {sums[0, kRecordSums), scalars' grad_norm_sq, updates and learning_rate},
 // where sums are the step's LossStats and its non-finite count (after a cross-rank sum where there are ranks); the
-// record's nonfinite is also set where the summed loss is not finite; then scalars->updates += 1. The step's last op.
+// record's nonfinite is also set where the summed loss is not finite; then scalars->updates += 1 and
+// scalars->nonfinite = the record's. The step's last op. So a step that was not finite halts the updates on every
+// rank alike: each later step counts as not finite and updates nothing, until the host, which learns of it at its
+// next read and ends the run there, uploads the scalars again; the run stops with the parameters of that step.
 struct RecordStep {
   StepScalars* scalars;
   const double* sums;          // (kRecordSums) f64
@@ -554,6 +558,7 @@ BERT_HOST_DEVICE void apply_record_step(const RecordStep& p) {
   r.updates = s.updates;
   r.learning_rate = s.learning_rate;
   s.updates += 1;
+  s.nonfinite = r.nonfinite;
 }
 
 }  // namespace bertperf::ops

@@ -99,7 +99,8 @@ struct TrainSession::Impl {
 
   // The records of the steps launched since the last read, in order, into `progress` (on_step after each). The first
   // step that was not finite ends it: progress stays at the step before it, with that step's loss, and the steps
-  // launched after it are dropped (the run ends; their updates are not counted).
+  // launched after it updated nothing (a record that is not finite halts the updates on the device, ops.h: RecordStep),
+  // so the run ends with the parameters of that step, as when every step was read.
   void read_records(const std::function<void(const TrainProgress&)>& on_step) {
     const std::vector<StepStats>& records = stack.step().read();
     BERT_CHECK(records.size() == unread_samples.size(), records.size(), " step records for ", unread_samples.size(),

@@ -24,7 +24,8 @@
 // norm, count and learning rate in slot `updates % record_slots` of a ring in backend memory (ops.h: RecordStep),
 // advancing the count. launch() waits for nothing; read() downloads the ring with one wait and hands back the records
 // of the steps launched since the last read, so the host waits once per read, at its log points, and a step that was
-// not finite is seen at the next read, at most record_slots steps later. A caller that reads less often is made to
+// not finite is seen at the next read, at most record_slots steps later; the steps after it update nothing meanwhile
+// (the record halts the updates until the scalars are uploaded again), so the parameters are that step's. A caller that reads less often is made to
 // wait once every record_slots steps (launch() reads for it and keeps the records until its read).
 //
 // A step's batches come staged in backend memory from the batch pipeline (model/batch_pipeline.h), in two sets of

@@ -1150,7 +1150,7 @@ TEST_P(BackendOps, ScheduleStep) {
                                   ", power " + std::to_string(sc.power) + ", after " + std::to_string(updates)};
       ops::StepScalars s = step_scalars(1, -1, 1);
       s.updates = updates;
-      s.nonfinite = 3;  // the last step's: started again
+      s.nonfinite = 3;  // the last record's: kept
       const int scalars = c.raw("scalars", Kind::SCALARS, std::vector<ops::StepScalars>{s}, Role::INOUT);
       const kmath::StepSchedule schedule{.learning_rate = 0.00288293, .beta1 = 0.9, .beta2 = 0.999,
                                          .poly_power = sc.power, .train_steps = 600, .warmup_steps = sc.warmup,

@@ -149,6 +149,43 @@ TEST_P(GpuStep, CapturedStepsEqualEagerSteps) {
       << "replayed steps differ from the same steps run eagerly";
 }
 
+// No host wait in a step on the GPU (harness/train_step.h): after three steps read one by one (the capture's), five
+// replayed steps launched with their next batches staged between them wait for nothing on this thread, their
+// records come back in one wait, and they equal, bit for bit, the records of the same steps read one by one.
+TEST_P(GpuStep, StepsWaitForNothingUntilTheirRecordsAreRead) {
+  const BertConfig config = small_config(0.1f);
+  const Batch batches[2] = {packed_batch(rows(), config.vocab_size, 11), packed_batch(rows(), config.vocab_size, 12)};
+  auto records = [&](bool read_each, int64_t* waits) {
+    TrainStack stack = small_stack(reproducible(), config, batches[0].capacity);
+    testing::StagedSteps staged(stack, {batches[0], batches[1]});
+    std::vector<StepStats> out;
+    for (int i = 0; i < 3; ++i) out.push_back(staged.run(i));
+    const int64_t before = Device::host_waits_of_this_thread();
+    for (int i = 3; i < 8; ++i) {
+      if (read_each) {
+        out.push_back(staged.run(i));
+      } else {
+        staged.launch(i);
+      }
+    }
+    if (waits) *waits = Device::host_waits_of_this_thread() - before;
+    for (const StepStats& s : stack.step().read()) out.push_back(s);
+    EXPECT_TRUE(stack.step().captured());
+    return out;
+  };
+  int64_t waits = -1;
+  const std::vector<StepStats> once = records(false, &waits), each = records(true, nullptr);
+  EXPECT_EQ(waits, 0) << "the host waited for the device between reads";
+  ASSERT_EQ(once.size(), each.size());
+  for (size_t i = 0; i < once.size(); ++i) {
+    EXPECT_EQ(std::memcmp(&once[i].loss, &each[i].loss, sizeof(LossStats)), 0) << "step " << i;
+    EXPECT_EQ(once[i].grad_norm, each[i].grad_norm) << "step " << i;
+    EXPECT_EQ(once[i].learning_rate, each[i].learning_rate) << "step " << i;
+    EXPECT_EQ(once[i].updates, static_cast<int64_t>(i));
+    EXPECT_TRUE(once[i].finite()) << "step " << i;
+  }
+}
+
 // A session's eval: the eval set's four distinct batches staged through two buffers that take turns, each batch's
 // upload reading pinned memory when it runs, while the forwards run. If the host rewrote a staging buffer before the
 // upload that reads it had run, a batch would be evaluated twice and another never, and the loss sum would differ from

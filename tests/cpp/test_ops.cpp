@@ -1064,7 +1064,7 @@ TEST(Optimizer, ScheduleStepGivesTheReferenceScheduleFromTheUpdateCount) {
     EXPECT_EQ(s.dropout.step, static_cast<uint32_t>(w.updates * 8 + 3)) << w.updates;
     EXPECT_EQ(s.updates, w.updates);
   }
-  // The fields ops write during a step start again; the run's constants stay.
+  // The clip's fields start again; the run's constants and the last record's non-finite count stay.
   ops::StepScalars last;
   last.dropout.seed = 77;
   last.max_grad_norm = 2;
@@ -1074,7 +1074,7 @@ TEST(Optimizer, ScheduleStepGivesTheReferenceScheduleFromTheUpdateCount) {
   cpu::schedule_step({&last, schedule, 8, 3});
   EXPECT_EQ(last.grad_norm_sq, 0.0);
   EXPECT_EQ(last.clip_scale, 1.0f);
-  EXPECT_EQ(last.nonfinite, 0);
+  EXPECT_EQ(last.nonfinite, 2);
   EXPECT_EQ(last.dropout.seed, 77u);
   EXPECT_EQ(last.max_grad_norm, 2.0f);
   // The dropout step wraps at 2^32 as the host's did.
@@ -1093,9 +1093,11 @@ TEST(Optimizer, RecordStepFilesTheStepInItsSlotAndAdvancesTheCount) {
   s.updates = 9;
   s.learning_rate = 0.5f;
   s.grad_norm_sq = 6.25;
+  s.nonfinite = 7;  // this rank's count; the record's is the sum over ranks
   const double sums[5] = {3.5, 40, 0.75, 6, 0};
   cpu::record_step({&s, sums, ring.data(), 4});
   EXPECT_EQ(s.updates, 10);
+  EXPECT_EQ(s.nonfinite, 0.0) << "a finite step leaves the next one clean";
   const ops::StepRecord& r = ring[1];  // 9 % 4
   EXPECT_EQ(r.mlm_loss, 3.5);
   EXPECT_EQ(r.mlm_correct, 40.0);
@@ -1113,7 +1115,8 @@ TEST(Optimizer, RecordStepFilesTheStepInItsSlotAndAdvancesTheCount) {
   EXPECT_EQ(ring[1].updates, 9);
   cpu::record_step({&s, sums, ring.data(), 4});
   EXPECT_EQ(ring[1].updates, 13);
-  // Not finite: clips counted over the ranks, a NaN or an infinite loss (the count still advances).
+  // Not finite: clips counted over the ranks, a NaN or an infinite loss (the count still advances); the record's
+  // count stays in the scalars, so the next steps update nothing (LAMB's ops skip while it is > 0).
   const double inf = std::numeric_limits<double>::infinity();
   struct Bad {
     double sums[5];
@@ -1125,6 +1128,7 @@ TEST(Optimizer, RecordStepFilesTheStepInItsSlotAndAdvancesTheCount) {
     cpu::record_step({&s, bad.sums, ring.data(), 4});
     EXPECT_EQ(ring[size_t(before % 4)].nonfinite, bad.want) << bad.sums[0] << " " << bad.sums[2] << " " << bad.sums[4];
     EXPECT_EQ(s.updates, before + 1);
+    EXPECT_EQ(s.nonfinite, bad.want);
   }
   EXPECT_THROW(cpu::record_step({&s, sums, ring.data(), 0}), InternalError);
 }
