@@ -183,6 +183,43 @@ def test_real_run_aborted_at_max_samples_fails_only_on_accuracy(tmp_path):
         assert messages == [ACCURACY_RULE], output
 
 
+def diverging_benchmark(directory, record_slots):
+    """The tiny benchmark at a learning rate of 1e6 (LAMB's trust ratio makes each update about 1e6 times the
+    weights, so they overflow within a few steps), its host reading the step records every `record_slots` steps; at
+    most 0.6 accuracy, so the eval where it stops is short of the target."""
+    config = write_tiny_benchmark(directory, target=0.95, other_tenths=4)
+    data = json.loads(config.read_text())
+    data["lamb"]["learning_rate"] = 1e6
+    data["backend"]["record_slots"] = record_slots
+    config.write_text(json.dumps(data))
+    return config
+
+
+@needs_bertperf
+def test_real_run_diverging_between_reads_logs_as_reading_every_step(tmp_path):
+    """A step that is not finite, found by the host up to 16 steps later (harness/train_step.h), ends the run with
+    the MLPerf log of a host that read every step: the same records in the same order with the same values (the
+    samples where it stopped, the eval there, the abort), times aside; and the log fails only on accuracy."""
+    records = {}
+    for slots in (1, 16):
+        log = tmp_path / f"result_{slots}.txt"
+        proc = run_once(diverging_benchmark(tmp_path / f"bench_{slots}", slots), log, "--no-progress", "--seed", "7")
+        assert proc.returncode == 3, proc.stderr
+        lines = log.read_text().splitlines()
+        assert '"status": "aborted"' in lines[-1]
+        parsed = [json.loads(line.split(":::MLLOG ", 1)[1]) for line in lines]
+        records[slots] = [(r["key"], r["value"], r["metadata"].get("epoch_num"), r["metadata"].get("status"))
+                          for r in parsed if r["key"] not in ("tracked_stats", "bertperf_config")]
+        for ruleset in RULESETS:
+            passed, messages, output = official_check(log, ruleset, tmp_path)
+            assert not passed, output
+            assert messages == [ACCURACY_RULE], output
+    stops = [r for r in records[16] if r[0] == "train_samples"]
+    # Before the first eval point (128 samples, 16 steps of 8): the host reading every 16 steps launched steps past it.
+    assert stops and 0 < stops[0][1] < 120, "the run must diverge early in the first ring for this test to mean much"
+    assert records[16] == records[1]
+
+
 @needs_bertperf
 def test_bad_config_is_one_line_and_no_log(tmp_path):
     config = write_tiny_benchmark(tmp_path / "bench")
