@@ -1,21 +1,21 @@
-// One optimizer step: the unit the timed run, `bertperf bench-step` and the tests all run, and the unit a GPU
-// backend captures once and replays. It stages the step's micro-batches, runs forward and backward on each,
-// reduces gradients across ranks, clips, and updates with LAMB, with every step-varying scalar (learning rate,
-// bias corrections, dropout step, clip scale) in backend memory, and files its statistics in a ring that the host reads
-// when it wants them.
+// One optimizer step: the unit the timed run, `bertperf bench-step` and the tests all run, and the unit a GPU backend
+// captures once and replays. It stages the step's micro-batches, runs forward and backward on each, reduces gradients
+// across ranks, clips, and updates with LAMB, with every step-varying scalar (learning rate, bias corrections, dropout
+// step, clip scale) in backend memory, and files its statistics in a ring that the host reads when it wants them.
 //
-// Clipping follows the reference's gradient accumulation by default (PER_MICRO_BATCH): every micro-batch gradient,
-// on every rank, is clipped to max_grad_norm on its own and added as g / (micro-batches x ranks); the sum is then
-// reduced over ranks. So W ranks with n micro-batches each make the same update as one rank with n x W
-// micro-batches. AFTER_REDUCTION (what NVIDIA does when it overlaps communication with the backward) sums the
-// unclipped gradients, reduces them as the last micro-batch's backward makes each layer ready, and clips the sum.
+// Clipping follows the reference's gradient accumulation by default (PER_MICRO_BATCH): every micro-batch gradient, on
+// every rank, is clipped to max_grad_norm on its own and added as g / (micro-batches x ranks); the sum is then reduced
+// over ranks. So W ranks with n micro-batches each make the same update as one rank with n x W micro-batches.
+// AFTER_REDUCTION (what NVIDIA does when it overlaps communication with the backward) sums the unclipped gradients,
+// reduces them as the last micro-batch's backward makes each layer ready, and clips the sum.
 //
-// On a backend that can capture (Capabilities::capture: a CUDA graph, or cpu-async's recorded queue), the step's
-// ops, from the forward of the first micro-batch to the LAMB update, are recorded once and replayed: the first step
-// runs them eagerly (libraries plan their kernels at a shape's first call), the second and third capture them, one
-// graph per set of staging buffers. Only the uploads of the batches stay outside. With several ranks the reducer's collectives are captured with the step where its transport allows
-// (GradReducer::not_capturable: NCCL; MPI queued on cpu-async's queue), and every step stays eager where it does not
-// (describe_capture says why); StepOptions::capture false keeps every step eager.
+// On a backend that can capture (Capabilities::capture: a CUDA graph, or cpu-async's recorded queue), the step's ops,
+// from the schedule through the LAMB update to the record, are recorded once and replayed: the first step runs
+// them eagerly (libraries plan their kernels at a shape's first call), the second and third capture them, one graph per
+// set of staging buffers. Only the uploads of the batches stay outside. With several ranks the reducer's collectives
+// are captured with the step where its transport allows (GradReducer::not_capturable: NCCL; MPI queued on cpu-async's
+// queue), and every step stays eager where it does not (describe_capture says why); StepOptions::capture false keeps
+// every step eager.
 //
 // No host wait in a step. The device keeps the count of steps made (StepScalars::updates): the step's first op
 // (schedule_step) takes its learning rate, bias corrections and dropout step from it, so the host uploads the scalars
@@ -25,14 +25,14 @@
 // advancing the count. launch() waits for nothing; read() downloads the ring with one wait and hands back the records
 // of the steps launched since the last read, so the host waits once per read, at its log points, and a step that was
 // not finite is seen at the next read, at most record_slots steps later; the steps after it update nothing meanwhile
-// (the record halts the updates until the scalars are uploaded again), so the parameters are that step's. A caller that reads less often is made to
-// wait once every record_slots steps (launch() reads for it and keeps the records until its read).
+// (the record halts the updates until the scalars are uploaded again), so the parameters are that step's. A caller that
+// reads less often is made to wait once every record_slots steps (launch() reads for it and keeps the records until its
+// read).
 //
 // A step's batches come staged in backend memory from the batch pipeline (model/batch_pipeline.h), in two sets of
-// buffers used in turn (a captured step is one graph per set): on an asynchronous backend the caller asks the
-// pipeline for the next step's batches after launch(), so their copy is queued behind this step while the device
-// still works on it (the copy into a set's device memory runs after the step that last read it, in the backend's
-// order).
+// buffers used in turn (a captured step is one graph per set): on an asynchronous backend the caller asks the pipeline
+// for the next step's batches after launch(), so their copy is queued behind this step while the device still works on
+// it (the copy into a set's device memory runs after the step that last read it, in the backend's order).
 #pragma once
 
 #include <cstdint>
