@@ -87,7 +87,9 @@ regression=0
 .venv/bin/bertperf-report "${trees[@]}" --ruleset 5.0.0 --target "$target" --format markdown --output "$out/REPORT.md" \
   --fail-on-regression || { [ $? -eq 1 ] && regression=1; } || status=1
 if [ "$regression" = 1 ]; then
-  echo "mini: slower than the baseline $baseline beyond noise (see the regression column of the report)"
+  echo "mini: slower than the baseline $baseline beyond the noise between its runs (see the regression column of the"
+  echo "  report); sets run hours apart on one machine have drifted by up to 5% with the same build (speed/RESULTS.md),"
+  echo "  so time the step of both builds side by side (bertperf bench-step, alternating) before calling it a regression"
 fi
 # A result set is only a result when it has an MLPerf score (at most one run may miss the target).
 if ! .venv/bin/bertperf-report "$out" --ruleset 5.0.0 --target "$target" --format json \
