@@ -167,15 +167,11 @@ void print_help() {
 
 // The backend block: the config's (or "cpu"), with the command line's name and options over it.
 BackendSpec bench_backend(const Options& opt, const BackendSpec& wanted) {
-  Json block = wanted.options;
-  block["name"] = opt.get("backend").value_or(wanted.name);
-  block["capture"] = wanted.capture && !opt.flag("eager");
+  Json block = backend_block(wanted);
+  if (opt.get("backend")) block["name"] = *opt.get("backend");
   if (opt.get("threads")) block["threads"] = opt.integer("threads", 0, 0, 1024);
-  if (opt.get("backend-options")) {
-    const BackendSpec extra_spec =
-        backend_spec(block["name"].get<std::string>(), opt.list("backend-options"), "option --backend-options");
-    for (auto it = extra_spec.options.begin(); it != extra_spec.options.end(); ++it) block[it.key()] = it.value();
-  }
+  if (opt.get("backend-options")) set_backend_options(block, opt.list("backend-options"), "option --backend-options");
+  if (opt.flag("eager")) block["capture"] = false;
   return parse_backend_spec(block, "command line: backend");
 }
 

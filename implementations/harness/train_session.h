@@ -40,7 +40,8 @@ class TrainSession {
   ~TrainSession();
 
   // Trains whole optimizer steps until samples_trained >= target_samples, max_steps steps are done, or a loss is
-  // not finite. `on_step` (optional) is called after every optimizer step, for progress output.
+  // not finite. `on_step` (optional) is called once for every optimizer step, for progress output, when the step's
+  // record is read (every record_slots steps and at the end: harness/train_step.h), so a few at a time.
   TrainProgress train_until(int64_t target_samples, const std::function<void(const TrainProgress&)>& on_step = {},
                             int64_t max_steps = std::numeric_limits<int64_t>::max());
   EvalResult evaluate();

@@ -57,9 +57,15 @@ BackendSpec parse_backend_spec(const Json& block, const std::string& where) {
   return spec;
 }
 
-BackendSpec backend_spec(const std::string& name, const std::vector<std::string>& key_values,
-                         const std::string& where) {
-  Json block = {{"name", name}};
+Json backend_block(const BackendSpec& spec) {
+  Json block = spec.options;
+  block["name"] = spec.name;
+  block["capture"] = spec.capture;
+  block["record_slots"] = spec.record_slots;
+  return block;
+}
+
+void set_backend_options(Json& block, const std::vector<std::string>& key_values, const std::string& where) {
   for (const std::string& kv : key_values) {
     const size_t eq = kv.find('=');
     if (eq == std::string::npos || eq == 0)
@@ -67,6 +73,12 @@ BackendSpec backend_spec(const std::string& name, const std::vector<std::string>
     const std::string value = kv.substr(eq + 1);
     block[kv.substr(0, eq)] = Json::accept(value) ? Json::parse(value) : Json(value);
   }
+}
+
+BackendSpec backend_spec(const std::string& name, const std::vector<std::string>& key_values,
+                         const std::string& where) {
+  Json block = {{"name", name}};
+  set_backend_options(block, key_values, where);
   return parse_backend_spec(block, where);
 }
 

@@ -33,6 +33,10 @@ BackendSpec parse_backend_spec(const Json& block, const std::string& where);
 // JSON, else as a string), checked the same way.
 BackendSpec backend_spec(const std::string& name, const std::vector<std::string>& key_values = {},
                          const std::string& where = "command line");
+// The block a spec was read from (name, capture, record_slots and the backend's options), for a caller that changes
+// it before it is read again; and KEY=VALUE options set over a block as backend_spec reads them.
+Json backend_block(const BackendSpec& spec);
+void set_backend_options(Json& block, const std::vector<std::string>& key_values, const std::string& where);
 
 // Every backend the project has, built here or not, in the order help texts list them.
 const std::vector<BackendInfo>& backend_infos();

@@ -44,6 +44,24 @@ TEST(BackendRegistry, ReadsEachBackendsOwnOptions) {
   EXPECT_EQ(async.options.size(), 4u);
   EXPECT_EQ(async.options.at("delay_us"), 150);
   EXPECT_EQ(async.options.at("blocking_uploads"), true);
+  // The ring of step records is the block's own field (harness/train_step.h), 16 unless said.
+  EXPECT_EQ(cpu.record_slots, 16);
+  const BackendSpec ring = backend_spec("cpu-async", {"threads=1", "record_slots=4", "capture=false"});
+  EXPECT_EQ(ring.record_slots, 4);
+  EXPECT_FALSE(ring.capture);
+  EXPECT_EQ(ring.options.size(), 1u);
+  // The block a spec was read from reads back to the same spec, and options set over it count.
+  Json block = backend_block(ring);
+  const BackendSpec again = parse_backend_spec(block, "again");
+  EXPECT_EQ(again.name, ring.name);
+  EXPECT_EQ(again.capture, ring.capture);
+  EXPECT_EQ(again.record_slots, ring.record_slots);
+  EXPECT_EQ(again.options, ring.options);
+  set_backend_options(block, {"record_slots=2", "delay_us=5"}, "command line");
+  const BackendSpec changed = parse_backend_spec(block, "changed");
+  EXPECT_EQ(changed.record_slots, 2);
+  EXPECT_EQ(changed.options.at("delay_us"), 5);
+  EXPECT_EQ(changed.options.at("threads"), 1);
 }
 
 TEST(BackendRegistry, BadBlocksAreOneLineNamingTheFieldAndTheFile) {
@@ -67,10 +85,13 @@ TEST(BackendRegistry, BadBlocksAreOneLineNamingTheFieldAndTheFile) {
   EXPECT_NE(negative.find("threads"), std::string::npos) << negative;
   const std::string no_name = input_error([&] { parse(R"({"threads": 2})"); });
   EXPECT_NE(no_name.find("missing field 'name'"), std::string::npos) << no_name;
+  const std::string no_ring = input_error([&] { parse(R"({"name": "cpu", "record_slots": 0})"); });
+  EXPECT_NE(no_ring.find("c.json: backend: field 'record_slots' must be 1 to 4096, got 0"), std::string::npos)
+      << no_ring;
   const std::string not_key_value = input_error([] { backend_spec("cpu", {"threads"}); });
   EXPECT_NE(not_key_value.find("KEY=VALUE"), std::string::npos) << not_key_value;
   for (const std::string& m :
-       {unknown_backend, bad_value, bad_gemm, bad_isa, other_backends_option, bad_type, negative, no_name})
+       {unknown_backend, bad_value, bad_gemm, bad_isa, other_backends_option, bad_type, negative, no_name, no_ring})
     EXPECT_EQ(m.find('\n'), std::string::npos) << m;
 }
 

@@ -18,6 +18,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <limits>
 #include <memory>
 #include <new>
 #include <sstream>
@@ -367,6 +368,44 @@ TEST(Training, NonFiniteStepInTheRingEndsTheRunAtItsStep) {
   }
 }
 
+// A step that is not finite ends the run at its own step, and the weights a diverged run is evaluated on
+// (timed_run.cpp: a diverged run logs its eval_accuracy where it stopped) must be those of that step, however many
+// steps the host had launched behind it before it read their records: the steps after it in the ring update nothing.
+// A NaN count weight in the second batch makes its loss and gradient NaN (a transient divergence: the batches after
+// it are finite), so the third and fourth steps would update the weights if they were let.
+TEST(Training, StepsLaunchedAfterANonFiniteStepUpdateNothing) {
+  const auto run = testing::write_synthetic_run(scratch("halt"));
+  TrainConfig config = load_train_config(run.config_path);
+  constexpr int kSteps = 4, kBad = 1;
+  std::vector<Batch> batches = first_batches(config, kSteps);
+  batches[kBad].mlm_weights[0] = std::numeric_limits<float>::quiet_NaN();
+  for (const char* backend : {kCpu, kCpuAsyncDelayed}) {
+    SCOPED_TRACE(backend);
+    config.backend = block(backend);
+    std::vector<float> stopped;  // the weights where a run that reads every step's record stops
+    {
+      StepParts parts(config, batches[0].capacity);
+      testing::StagedSteps staged(parts.stack, batches);
+      for (int i = 0; i <= kBad; ++i) EXPECT_EQ(staged.run(i).finite(), i != kBad) << "step " << i;
+      FlatTensors params(parts.stack.table());
+      parts.stack.params().download(params);
+      stopped.assign(params.data(), params.data() + params.size());
+    }
+    StepParts parts(config, batches[0].capacity);
+    testing::StagedSteps staged(parts.stack, batches);
+    for (int i = 0; i < kSteps; ++i) staged.launch(i);
+    const std::vector<StepStats> records = parts.stack.step().read();
+    ASSERT_EQ(records.size(), size_t(kSteps));
+    EXPECT_TRUE(records[0].finite());
+    for (int i = kBad; i < kSteps; ++i) EXPECT_FALSE(records[i].finite()) << "step " << i << " updated the weights";
+    FlatTensors ring(parts.stack.table());
+    parts.stack.params().download(ring);
+    EXPECT_EQ(std::memcmp(ring.data(), stopped.data(), stopped.size() * sizeof(float)), 0)
+        << "the steps launched after the non-finite one changed the weights";
+  }
+  fs::remove_all(run.dir);
+}
+
 // A resumed FP8 run quantizes as the uninterrupted one: six steps in one go equal, bit for bit (losses, gradient
 // norms, the FP8 state at the end), three steps, a checkpoint, and three more on a new stack started from it (the
 // same batches, the same step numbers). The learning rate is 0, so the parameters stay put: a checkpoint carries the
@@ -472,6 +511,8 @@ TEST(Training, StepAllocatesNothingAfterTheFirst) {
                                   R"({"name": "cpu-bf16", "threads": 2, "gemm": "auto", "precision": "fp8"})"};
   for (const char* backend : backends) {
     config.backend = block(backend);
+    // A ring of two records, so that steps launched without a read fill it (launch() then reads for the caller).
+    config.backend.record_slots = 2;
     const bool onednn_may_allocate = std::strstr(backend, "auto") != nullptr;
     for (const ClipMode clip : {ClipMode::PER_MICRO_BATCH, ClipMode::AFTER_REDUCTION}) {
       const std::string what =
@@ -490,13 +531,16 @@ TEST(Training, StepAllocatesNothingAfterTheFirst) {
       g_onednn_allocations = 0;
       g_count_allocations = true;
       for (int64_t i = warm; i < warm + 3; ++i) staged.run(i);
+      // As a session runs them: launched without a wait, the records read once (one read by launch() on the way).
+      for (int64_t i = warm + 3; i < warm + 6; ++i) staged.launch(i);
+      EXPECT_EQ(step.read().size(), 3u);
       g_count_allocations = false;
       EXPECT_EQ(g_allocations.load(), 0);
       if (!onednn_may_allocate) {
         EXPECT_EQ(g_onednn_allocations.load(), 0);
       }
       if (g_onednn_allocations > 0)
-        std::printf("[ NOTE     ] %s: %ld allocations inside oneDNN's execute in 3 steps (%s)\n", what.c_str(),
+        std::printf("[ NOTE     ] %s: %ld allocations inside oneDNN's execute in 6 steps (%s)\n", what.c_str(),
                     g_onednn_allocations.load(), parts.stack.backend().describe().c_str());
     }
   }

@@ -35,3 +35,12 @@ def test_the_stepping_thread_waits_for_nothing_between_reads(backend, captured, 
 
 def test_reading_every_record_waits_once_a_step():
     assert best("cpu-async", "--losses")["host_waits_per_step"] == 1
+
+
+def test_the_ring_of_records_is_the_backend_options():
+    # --backend-options record_slots=2: the ring fills twice in a repeat of 6 steps read once, and launch() reads it
+    # for the stepping thread (2 waits in 6 steps); the default ring of 16 holds them all. A capture=false there keeps
+    # the steps eager, as --eager does.
+    assert best("cpu-async", "--backend-options", "record_slots=2")["host_waits_per_step"] == 0.33
+    assert best("cpu-async", "--backend-options", "record_slots=16")["host_waits_per_step"] == 0
+    assert best("cpu-async", "--backend-options", "capture=false")["captured"] is False
