@@ -81,7 +81,9 @@ class TrainStep {
   // model/batch_pipeline.h). The scalars are uploaded only where updates_done is not the count the device holds (the
   // first step, a resume). Allocates nothing after the first call (the capture of the second and third steps aside).
   void launch(const StagedStep& batches, int64_t updates_done);
-  // The records of the steps launched since the last read, oldest first: one wait for the device.
+  // The records of the steps launched since the last read, oldest first: one wait for the device. Records kept for a
+  // caller that lets the ring fill (launch() reads it) stay until this read: one that reads less often than every
+  // 2 x record_slots steps makes their list grow.
   const std::vector<StepStats>& read();
   // launch() and read(): the step's record.
   StepStats run(const StagedStep& batches, int64_t updates_done);
