@@ -179,6 +179,14 @@ void TrainStep::issue(int set) {
       backend_.gradient_clip({.scalars = scalars, .partial = nullptr, .grads = grads, .chunks = all});
     }
   }
+  // The step's sums across ranks (its loss statistics and non-finite count), before the update, with the count back in
+  // the scalars: an update that any rank found not finite is skipped on every rank, as one rank running every rank's
+  // micro-batches would skip it.
+  auto* sums = sums_.as<double>();
+  backend_.copy(sums, model_.stats(), 4 * sizeof(double));
+  backend_.copy(sums + 4, &scalars->nonfinite, sizeof(double));
+  reducer_.sum(sums, ops::kRecordSums);
+  backend_.copy(&scalars->nonfinite, sums + 4, sizeof(double));
   const bool sharded = reducer_.sharded();
   lamb_.update_part(params_.master(), params_.weight_copy(), update_grads, grad_scale, scalars,
                     [&](double* norms, size_t count) {
@@ -188,11 +196,7 @@ void TrainStep::issue(int set) {
     reducer_.gather(params_.master(), backend_.master_dtype());
     if (params_.weight_copy()) reducer_.gather(params_.weight_copy(), backend_.weight_dtype());
   }
-  // The step's record: its loss statistics and non-finite count summed over ranks, filed in the ring.
-  auto* sums = sums_.as<double>();
-  backend_.copy(sums, model_.stats(), 4 * sizeof(double));
-  backend_.copy(sums + 4, &scalars->nonfinite, sizeof(double));
-  reducer_.sum(sums, ops::kRecordSums);
+  // The step's record, filed in the ring.
   backend_.record_step({scalars, sums, ring_.as<ops::StepRecord>(), options_.record_slots});
 }
 

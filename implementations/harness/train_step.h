@@ -19,9 +19,10 @@
 //
 // No host wait in a step. The device keeps the count of steps made (StepScalars::updates): the step's first op
 // (schedule_step) takes its learning rate, bias corrections and dropout step from it, so the host uploads the scalars
-// only at a run's first step and where a caller resumes at another count. The step's last ops sum its loss statistics
-// and non-finite count across ranks (the reducer's sum, captured with the step) and file them with the step's gradient
-// norm, count and learning rate in slot `updates % record_slots` of a ring in backend memory (ops.h: RecordStep),
+// only at a run's first step and where a caller resumes at another count. Before the update the step sums its loss
+// statistics and non-finite count across ranks (the reducer's sum, captured with the step; an update any rank found
+// not finite is skipped on every rank), and its last op files them with the step's gradient norm, count and learning
+// rate in slot `updates % record_slots` of a ring in backend memory (ops.h: RecordStep),
 // advancing the count. launch() waits for nothing; read() downloads the ring with one wait and hands back the records
 // of the steps launched since the last read, so the host waits once per read, at its log points, and a step that was
 // not finite is seen at the next read, at most record_slots steps later; the steps after it update nothing meanwhile

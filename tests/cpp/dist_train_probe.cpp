@@ -9,7 +9,11 @@
 //   dist_train_probe CONFIG STEPS OUT   prints "step S loss L" (rank 0, L summed over micro-batches and ranks and
 //                                       divided by their number, as the session does) and writes the final fp32
 //                                       master weights to OUT (rank 0), then "reduction: ..." on stderr
+//   BERTPERF_PROBE_NAN=R:S              rank R's first micro-batch of step S (from 0) gets a NaN count weight, so its
+//                                       loss and gradient are NaN on that rank alone
 #include <algorithm>
+#include <cmath>
+#include <cstdlib>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -46,6 +50,13 @@ int train(DistContext& dist, const std::string& config_path, int steps, const st
       BERT_CHECK(reader.next(b), "the reader ran dry");
       if (j % W == r) batches[static_cast<size_t>(s) * n + j / W] = std::move(b);
     }
+
+  if (const char* nan = std::getenv("BERTPERF_PROBE_NAN")) {
+    int nan_rank = -1, nan_step = -1;
+    BERT_CHECK(std::sscanf(nan, "%d:%d", &nan_rank, &nan_step) == 2 && nan_step >= 0 && nan_step < read,
+               "BERTPERF_PROBE_NAN is RANK:STEP, got ", nan);
+    if (nan_rank == r) batches[static_cast<size_t>(nan_step) * n].mlm_weights[0] = std::nanf("");
+  }
 
   TrainStack stack(stack_spec(c, 7, data.capacity), dist);
   std::cerr << cat("rank ", r, ": reduction: ", stack.reducer().describe(), "; LAMB state ", stack.lamb().state_bytes(),

@@ -305,6 +305,42 @@ TEST(DistTraining, TwoRanksCapturedOnCpuAsyncEqualEagerBitForBit) {
 #endif
 }
 
+// A micro-batch that is not finite on one rank skips the update on every rank, as one rank running every rank's
+// micro-batches would skip it (harness/train_step.h: the step's non-finite count is summed across ranks before the
+// update), and the steps after it update nothing (its record halts them). Two ranks, a NaN count weight in rank 1's
+// micro-batch of step 2 of 3, each clip mode, on cpu and captured on cpu-async: the weights are those of the same two
+// ranks after one step, bit for bit. (Clipped per micro-batch, rank 1's NaN gradient adds nothing to the sum, so a
+// rank 0 that decided alone would make the update.)
+TEST(DistTraining, ANonFiniteMicroBatchOnOneRankSkipsTheUpdateOnEveryRank) {
+#ifndef BERTPERF_HAVE_MPI
+  GTEST_SKIP() << "built without MPI";
+#else
+  if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
+  TempDir dir("bertperf_dist_nonfinite");
+  TrainFiles setup(dir.path);
+  const std::string launch = "mpirun -np 2 --oversubscribe --allow-run-as-root --mca mpi_yield_when_idle 1";
+  for (const char* backend : {R"({"name": "cpu", "threads": 1})", R"({"name": "cpu-async", "threads": 1})"}) {
+    for (const bool after : {false, true}) {
+      const std::string name = cat(std::string(backend).find("async") != std::string::npos ? "async" : "cpu",
+                                   after ? "-after" : "-per-micro-batch");
+      const std::string config = setup.config(name, 2, 1, after, R"({"algorithm": "allreduce"})", backend);
+      const Trained one_step = train(launch, config, dir.path, name + "-one", 1);
+      const Trained nan = train(launch + " -x BERTPERF_PROBE_NAN=1:1", config, dir.path, name + "-nan", 3);
+      ASSERT_EQ(nan.losses.size(), 3u) << name << ": " << nan.err;
+      ASSERT_EQ(one_step.losses.size(), 1u) << name << ": " << one_step.err;
+      EXPECT_EQ(nan.losses[0], one_step.losses[0]) << name;
+      EXPECT_FALSE(std::isfinite(nan.losses[1])) << name << ": the NaN micro-batch did not reach the loss";
+      ASSERT_EQ(nan.params.size(), one_step.params.size()) << name;
+      ASSERT_FALSE(nan.params.empty()) << name;
+      size_t differ = 0;
+      for (size_t i = 0; i < nan.params.size(); ++i)
+        differ += std::memcmp(&nan.params[i], &one_step.params[i], sizeof(float)) != 0;
+      EXPECT_EQ(differ, 0u) << name << ": parameters updated after the step that was not finite";
+    }
+  }
+#endif
+}
+
 // The session around a step captured across ranks (`bertperf train`, 2 ranks on cpu-async with random delays): the
 // printed losses and learning rates, the evaluation at the end and the saved checkpoint equal those of the same run
 // with capture off, byte for byte.
