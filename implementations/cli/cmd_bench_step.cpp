@@ -159,8 +159,9 @@ void print_help() {
                "            benchmarks/bert/mlperf/reference/devices.json, or an accelerator name: h200, h100-sxm):\n"
                "            a JSON line an op (name and shape, longest first), then the step in bf16 and with the\n"
                "            encoder's linears in FP8: time, samples/s and the op that holds it back\n"
-               "  --losses  a line per step with its losses and gradient norm (the same batches and initial weights\n"
-               "            on every backend, so two backends' lines compare their numerics step by step)\n"
+               "  --losses  a line per step with its losses (summed over the ranks under mpirun) and gradient norm\n"
+               "            (the same batches and initial weights on every backend, so two backends' lines compare\n"
+               "            their numerics step by step); reading each step's record, it waits once a step\n"
                "Prints a paths line after the warm-up (which way the backend's ops went where it has a choice,\n"
                "e.g. the CUDA attention: cudnn or kernel), then one JSON line per repeat and a summary.\n";
 }
