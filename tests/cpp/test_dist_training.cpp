@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <cstdlib>
@@ -105,6 +106,9 @@ struct Trained {
 
 constexpr int kSteps = 20;
 
+// Two ranks on this machine, under mpirun.
+const char* const kTwoRanks = "mpirun -np 2 --oversubscribe --allow-run-as-root --mca mpi_yield_when_idle 1";
+
 Trained train(const std::string& launch, const std::string& config, const fs::path& dir, const std::string& name,
               int steps = kSteps) {
   const std::string out = (dir / (name + ".params")).string();
@@ -125,6 +129,20 @@ Trained train(const std::string& launch, const std::string& config, const fs::pa
   t.params.resize(bytes.size() / sizeof(float));
   std::memcpy(t.params.data(), bytes.data(), t.params.size() * sizeof(float));
   return t;
+}
+
+// One rank's 20 steps of 4 micro-batches, plain all-reduce: clipped per micro-batch ([0]) and after the reduction
+// ([1]), the runs a job of several ranks must train as.
+std::array<Trained, 2> one_rank_runs(const TrainFiles& setup) {
+  return {train("", setup.config("one", 1, 4, false, R"({"algorithm": "allreduce"})"), setup.dir(), "one"),
+          train("", setup.config("one-after", 1, 4, true, R"({"algorithm": "allreduce"})"), setup.dir(), "one-after")};
+}
+
+// How many parameters of `a` and `b` (of one size) differ in their bits.
+size_t differing_params(const Trained& a, const Trained& b) {
+  size_t differ = 0;
+  for (size_t i = 0; i < a.params.size(); ++i) differ += std::memcmp(&a.params[i], &b.params[i], sizeof(float)) != 0;
+  return differ;
 }
 
 // Losses within loss_rtol relative, parameters within param_atol (fp32: one rank's and the ranks' sums differ only in
@@ -157,9 +175,7 @@ void expect_same_training(const Trained& one, const Trained& many, const char* n
 // nodes.
 void run_cases(const std::string& launch, int ranks, const fs::path& dir, int nodes = 1) {
   TrainFiles setup(dir);
-  const Trained one[2] = {
-      train("", setup.config("one", 1, 4, false, R"({"algorithm": "allreduce"})"), dir, "one"),
-      train("", setup.config("one-after", 1, 4, true, R"({"algorithm": "allreduce"})"), dir, "one-after")};
+  const std::array<Trained, 2> one = one_rank_runs(setup);
   // The 20 steps moved the parameters well past the tolerance (so a match is not a matter of doing little).
   const Trained init = train("", setup.config("init", 1, 4, false, R"({"algorithm": "allreduce"})"), dir, "init", 0);
   double moved = 0;
@@ -188,7 +204,7 @@ TEST(DistTraining, TwoRanksEqualOneForEveryReduction) {
 #else
   if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
   TempDir dir("bertperf_dist_training");
-  run_cases("mpirun -np 2 --oversubscribe --allow-run-as-root --mca mpi_yield_when_idle 1", 2, dir.path);
+  run_cases(kTwoRanks, 2, dir.path);
 #endif
 }
 
@@ -213,10 +229,9 @@ TEST(DistTraining, TwoRanksEqualOneOnCpuBf16) {
   for (size_t i = 0; i < init.params.size() && i < one.params.size(); ++i)
     moved = std::max(moved, std::fabs(double(one.params[i]) - init.params[i]));
   ASSERT_GT(moved, 1e-2);
-  const std::string launch = "mpirun -np 2 --oversubscribe --allow-run-as-root --mca mpi_yield_when_idle 1";
   for (const Case& c : {kCases[0], kCases[4]}) {
     const std::string name = cat("bf16-", c.name);
-    const Trained many = train(launch, setup.config(name, 2, 2, false, c.reduction, bf16), dir.path, name);
+    const Trained many = train(kTwoRanks, setup.config(name, 2, 2, false, c.reduction, bf16), dir.path, name);
     EXPECT_NE(many.err.find(c.described), std::string::npos) << name << ": " << many.err;
     expect_same_training(one, many, name.c_str(), 1e-4, 1e-4);
   }
@@ -234,16 +249,14 @@ TEST(DistTraining, TwoRanksOnCpuAsyncEqualOneOnCpu) {
   if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
   TempDir dir("bertperf_dist_async");
   TrainFiles setup(dir.path);
-  const Trained one[2] = {
-      train("", setup.config("one", 1, 4, false, R"({"algorithm": "allreduce"})"), dir.path, "one"),
-      train("", setup.config("one-after", 1, 4, true, R"({"algorithm": "allreduce"})"), dir.path, "one-after")};
+  const std::array<Trained, 2> one = one_rank_runs(setup);
   const std::string async =
       R"({"name": "cpu-async", "threads": 1, "delay_us": 200, "delay_seed": 4, "host_functions": false})";
   for (const Case& c : kCases) {
     if (c.name != std::string("allreduce") && c.name != std::string("bucketed") &&
         c.name != std::string("sharded-after"))
       continue;
-    const Trained many = train("mpirun -np 2 --oversubscribe --allow-run-as-root --mca mpi_yield_when_idle 1",
+    const Trained many = train(kTwoRanks,
                                setup.config(cat("async-", c.name), 2, 2, c.after_reduction, c.reduction, async),
                                dir.path, cat("async-", c.name));
     EXPECT_NE(many.err.find(c.described), std::string::npos) << c.name << ": " << many.err;
@@ -268,10 +281,7 @@ TEST(DistTraining, TwoRanksCapturedOnCpuAsyncEqualEagerBitForBit) {
   if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
   TempDir dir("bertperf_dist_captured");
   TrainFiles setup(dir.path);
-  const Trained one[2] = {
-      train("", setup.config("one", 1, 4, false, R"({"algorithm": "allreduce"})"), dir.path, "one"),
-      train("", setup.config("one-after", 1, 4, true, R"({"algorithm": "allreduce"})"), dir.path, "one-after")};
-  const std::string launch = "mpirun -np 2 --oversubscribe --allow-run-as-root --mca mpi_yield_when_idle 1";
+  const std::array<Trained, 2> one = one_rank_runs(setup);
   for (const Case& c : kCases) {
     const std::string name = c.name;
     if (name != "allreduce" && name != "bucketed" && name != "hierarchical" && name != "sharded-after") continue;
@@ -280,7 +290,7 @@ TEST(DistTraining, TwoRanksCapturedOnCpuAsyncEqualEagerBitForBit) {
       const std::string backend = cat(R"({"name": "cpu-async", "threads": 1, "delay_us": 100, "delay_seed": )",
                                       capture ? 5 : 6, R"(, "capture": )", capture ? "true" : "false", "}");
       const std::string run = cat(capture ? "captured-" : "eager-", name);
-      runs[capture] = train(launch, setup.config(run, 2, 2, c.after_reduction, c.reduction, backend), dir.path, run);
+      runs[capture] = train(kTwoRanks, setup.config(run, 2, 2, c.after_reduction, c.reduction, backend), dir.path, run);
     }
     const Trained &captured = runs[1], &eager = runs[0];
     EXPECT_NE(captured.err.find("step: captured from the second step, the reducer's collectives included"),
@@ -296,10 +306,8 @@ TEST(DistTraining, TwoRanksCapturedOnCpuAsyncEqualEagerBitForBit) {
       EXPECT_EQ(captured.losses[s], eager.losses[s]) << name << ", step " << s + 1;
     ASSERT_EQ(captured.params.size(), eager.params.size()) << name;
     ASSERT_FALSE(captured.params.empty()) << name;
-    size_t differ = 0;
-    for (size_t i = 0; i < eager.params.size(); ++i)
-      differ += std::memcmp(&captured.params[i], &eager.params[i], sizeof(float)) != 0;
-    EXPECT_EQ(differ, 0u) << name << ": parameters that differ between the captured and the eager run";
+    EXPECT_EQ(differing_params(captured, eager), 0u)
+        << name << ": parameters that differ between the captured and the eager run";
     expect_same_training(one[c.after_reduction], captured, cat("captured ", name).c_str());  // and train as one rank
   }
 #endif
@@ -318,24 +326,21 @@ TEST(DistTraining, ANonFiniteMicroBatchOnOneRankSkipsTheUpdateOnEveryRank) {
   if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
   TempDir dir("bertperf_dist_nonfinite");
   TrainFiles setup(dir.path);
-  const std::string launch = "mpirun -np 2 --oversubscribe --allow-run-as-root --mca mpi_yield_when_idle 1";
   for (const char* backend : {R"({"name": "cpu", "threads": 1})", R"({"name": "cpu-async", "threads": 1})"}) {
     for (const bool after : {false, true}) {
       const std::string name = cat(std::string(backend).find("async") != std::string::npos ? "async" : "cpu",
                                    after ? "-after" : "-per-micro-batch");
       const std::string config = setup.config(name, 2, 1, after, R"({"algorithm": "allreduce"})", backend);
-      const Trained one_step = train(launch, config, dir.path, name + "-one", 1);
-      const Trained nan = train(launch + " -x BERTPERF_PROBE_NAN=1:1", config, dir.path, name + "-nan", 3);
+      const Trained one_step = train(kTwoRanks, config, dir.path, name + "-one", 1);
+      const Trained nan = train(cat(kTwoRanks, " -x BERTPERF_PROBE_NAN=1:1"), config, dir.path, name + "-nan", 3);
       ASSERT_EQ(nan.losses.size(), 3u) << name << ": " << nan.err;
       ASSERT_EQ(one_step.losses.size(), 1u) << name << ": " << one_step.err;
       EXPECT_EQ(nan.losses[0], one_step.losses[0]) << name;
       EXPECT_FALSE(std::isfinite(nan.losses[1])) << name << ": the NaN micro-batch did not reach the loss";
       ASSERT_EQ(nan.params.size(), one_step.params.size()) << name;
       ASSERT_FALSE(nan.params.empty()) << name;
-      size_t differ = 0;
-      for (size_t i = 0; i < nan.params.size(); ++i)
-        differ += std::memcmp(&nan.params[i], &one_step.params[i], sizeof(float)) != 0;
-      EXPECT_EQ(differ, 0u) << name << ": parameters updated after the step that was not finite";
+      EXPECT_EQ(differing_params(nan, one_step), 0u)
+          << name << ": parameters updated after the step that was not finite";
     }
   }
 #endif
@@ -358,9 +363,8 @@ TEST(DistTraining, TrainCommandCapturedAcrossRanksEvaluatesAndSavesAsEager) {
                                     R"("capture": )", capture ? "true" : "false", "}");
     const std::string config =
         setup.config(name, 2, 2, true, R"({"algorithm": "bucketed", "bucket_mb": 0.01})", backend);
-    runs[capture] = shell(cat("timeout 120 mpirun -np 2 --oversubscribe --allow-run-as-root --mca mpi_yield_when_idle 1 ",
-                              BERTPERF_BINARY_DIR, "/bin/bertperf train --config ", config, " --seed 3 --steps 8 --eval",
-                              " --save ", (dir.path / (name + ".h5")).string()),
+    runs[capture] = shell(cat("timeout 120 ", kTwoRanks, " ", BERTPERF_BINARY_DIR, "/bin/bertperf train --config ",
+                              config, " --seed 3 --steps 8 --eval --save ", (dir.path / (name + ".h5")).string()),
                           dir.path);
     ASSERT_EQ(runs[capture].code, 0) << runs[capture].out << runs[capture].err;
   }
@@ -389,8 +393,8 @@ TEST(DistTraining, TrainCommandLogsTheReductionAndShardedState) {
   TrainFiles setup(dir.path);
   auto run = [&](const char* name, const char* reduction) {
     const std::string config = setup.config(name, 2, 2, true, reduction);
-    return shell(cat("timeout 120 mpirun -np 2 --oversubscribe --allow-run-as-root --mca mpi_yield_when_idle 1 ",
-                     BERTPERF_BINARY_DIR, "/bin/bertperf train --config ", config, " --seed 3 --steps 5"),
+    return shell(cat("timeout 120 ", kTwoRanks, " ", BERTPERF_BINARY_DIR, "/bin/bertperf train --config ", config,
+                     " --seed 3 --steps 5"),
                  dir.path);
   };
   auto losses = [](const std::string& out) {
