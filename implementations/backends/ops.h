@@ -534,9 +534,10 @@ struct StepRecord {
 //   ring[scalars->updates % slots] = {sums[0, kRecordSums), scalars' grad_norm_sq, updates and learning_rate},
 // where sums are the step's LossStats and its non-finite count (after a cross-rank sum where there are ranks); the
 // record's nonfinite is also set where the summed loss is not finite; then scalars->updates += 1 and
-// scalars->nonfinite = 1 where the record is not finite, else 0. The step's last op. So a step that was not finite halts the updates on every
-// rank alike: each later step counts as not finite and updates nothing, until the host, which learns of it at its
-// next read and ends the run there, uploads the scalars again; the run stops with the parameters of that step.
+// scalars->nonfinite = 1 where the record is not finite, else 0. The step's last op. So a step that was not finite
+// halts the updates on every rank alike: each later step counts as not finite and updates nothing, until the host,
+// which learns of it at its next read and ends the run there, uploads the scalars again; the run stops with the
+// parameters of that step.
 struct RecordStep {
   StepScalars* scalars;
   const double* sums;          // (kRecordSums) f64

@@ -5,10 +5,10 @@
 // activation arena, the process's peak resident memory and the times a step waits on the host: the thread that runs
 // the steps (host_waits_per_step: synchronize, host_wait and waiting uploads, device.h; 0 where nothing waits between
 // the repeat's reads of the step records, harness/train_step.h) and the batch pipeline's reader
-// (reader_waits_per_step: its waits for the upload that last read a pinned block). With --roofline it times nothing: it builds the step on
-// the op-cost recorder (backends/op_cost.h), runs it once, and prices every op on a device of the table
-// (perf/roofline.h): the predicted time of each op, the step's and the samples a second, in bf16 and with the
-// encoder's linears in FP8, naming the op that holds the step back.
+// (reader_waits_per_step: its waits for the upload that last read a pinned block). With --roofline it times nothing:
+// it builds the step on the op-cost recorder (backends/op_cost.h), runs it once, and prices every op on a device of
+// the table (perf/roofline.h): the predicted time of each op, the step's and the samples a second, in bf16 and with
+// the encoder's linears in FP8, naming the op that holds the step back.
 #include <sys/resource.h>
 
 #include <algorithm>

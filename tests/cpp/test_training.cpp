@@ -343,7 +343,8 @@ TEST(Training, StepsWaitForNothingUntilTheirRecordsAreRead) {
 }
 
 // A step that is not finite ends `bertperf train` at that step whether the host reads the step records after every
-// step or every 16, on cpu and on cpu-async (captured): the same steps printed, the same one-line error naming the step. A learning rate of 1e6 makes
+// step or every 16, on cpu and on cpu-async (captured): the same steps printed, the same one-line error naming the
+// step. A learning rate of 1e6 makes
 // the weights overflow after a few steps (LAMB's trust ratio makes each update about 1e6 times the weights).
 TEST(Training, NonFiniteStepInTheRingEndsTheRunAtItsStep) {
   std::vector<Command> runs;
